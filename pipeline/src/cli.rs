@@ -1,0 +1,140 @@
+//! What every `mill-<stage>` binary shares: flags, logging, config loading, the
+//! closing summary.
+
+use std::io::IsTerminal;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::runner::{Report, RunOptions};
+use crate::storage::{Location, Storage};
+use crate::tasks;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Text on a terminal, JSON lines otherwise.
+    Auto,
+    Text,
+    Json,
+}
+
+/// The flags every stage binary takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StageArgs {
+    /// Input file or prefix: a path, file://… or s3://bucket/prefix.
+    #[arg(long)]
+    pub input: String,
+    /// Output prefix: a path, file://… or s3://bucket/prefix.
+    #[arg(long)]
+    pub output: String,
+    /// Stage configuration (TOML) at any address; defaults apply when omitted.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// Number of tasks the inputs are split among.
+    #[arg(long, default_value_t = 1)]
+    pub tasks: usize,
+    /// This task's index (default: SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX,
+    /// JOB_COMPLETION_INDEX, else 0).
+    #[arg(long)]
+    pub task: Option<usize>,
+    /// Worker threads (default: every core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+    pub log_format: LogFormat,
+    /// Redo inputs that are already done.
+    #[arg(long)]
+    pub force: bool,
+    /// Print this task's inputs and which would be skipped, then exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Keep dropped documents, with their reason, under <output>/_rejected/.
+    #[arg(long)]
+    pub keep_rejected: bool,
+}
+
+impl StageArgs {
+    /// The runner options these flags describe.
+    pub fn options(&self) -> Result<RunOptions> {
+        Ok(RunOptions {
+            input: Location::parse(&self.input)?,
+            output: Location::parse(&self.output)?,
+            tasks: self.tasks,
+            task: tasks::task_index(self.task, self.tasks)?,
+            threads: self.threads,
+            force: self.force,
+            dry_run: self.dry_run,
+            keep_rejected: self.keep_rejected,
+            progress: true,
+        })
+    }
+
+    /// Loads the stage config from `--config`, or its defaults.
+    pub fn load_config<C: DeserializeOwned>(&self, storage: &Storage) -> Result<C> {
+        let text = match &self.config {
+            Some(url) => {
+                let loc = Location::parse(url)?;
+                let bytes = storage.read(&loc)?;
+                String::from_utf8(bytes).map_err(|_| Error::Config {
+                    url: url.clone(),
+                    message: "not UTF-8".into(),
+                })?
+            }
+            None => String::new(),
+        };
+        toml::from_str(&text).map_err(|e| Error::Config {
+            url: self.config.clone().unwrap_or_else(|| "(defaults)".into()),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Sets up `tracing`: text on a terminal, JSON lines otherwise; `RUST_LOG` filters.
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = match format {
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Hash of a step's configuration: a marker written under another hash is redone.
+pub fn config_hash(step: &str, config: &impl Serialize) -> String {
+    let mut h = Sha256::new();
+    h.update(step.as_bytes());
+    h.update([0]);
+    h.update(serde_json::to_vec(config).unwrap_or_default());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The closing summary a binary prints on stdout.
+pub fn summary(step: &str, report: &Report) -> String {
+    let s = &report.stats;
+    let mut out = format!(
+        "{step}: {} inputs processed, {} skipped (done before); docs in {}, out {}, dropped {}",
+        report.processed.len(),
+        report.skipped.len(),
+        s.docs_in,
+        s.docs_out,
+        s.dropped()
+    );
+    for (reason, n) in &s.drops {
+        out.push_str(&format!("\n  drop {reason}: {n}"));
+    }
+    out.push_str(&format!("\n  bytes in {}, out {}", s.bytes_in, s.bytes_out));
+    out
+}

@@ -1,0 +1,86 @@
+//! The document every stage sees.
+
+/// One document. Column names follow FineWeb where they overlap.
+///
+/// Columns of the input that no field here names are not in `Document`: the runner
+/// carries them through to the output unchanged, row for row. Columns a stage adds are
+/// declared by the stage ([`crate::Stage::columns`]) and set with [`Document::annotate`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Document {
+    /// Stable, unique id: the WARC-Record-ID when there is one.
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// Where the page came from.
+    pub url: Option<String>,
+    /// Crawl date (WARC-Date, ISO 8601).
+    pub date: Option<String>,
+    /// Name of the crawl or dump this came from.
+    pub dump: Option<String>,
+    /// Address of the input file this document was read from.
+    pub file_path: Option<String>,
+    /// Language code, e.g. `en`.
+    pub language: Option<String>,
+    /// Confidence of `language`.
+    pub language_score: Option<f64>,
+    /// Number of tokens, once tokenized.
+    pub token_count: Option<i64>,
+    /// Values of stage-declared columns, by column name.
+    pub annotations: Vec<(&'static str, Value)>,
+}
+
+impl Document {
+    /// A document with only an id and a text.
+    pub fn new(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Document {
+            id: id.into(),
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Sets (or replaces) the value of a stage-declared column.
+    pub fn annotate(&mut self, column: &'static str, value: Value) {
+        match self
+            .annotations
+            .iter_mut()
+            .find(|(name, _)| *name == column)
+        {
+            Some(slot) => slot.1 = value,
+            None => self.annotations.push((column, value)),
+        }
+    }
+
+    /// The value of a stage-declared column, if set.
+    pub fn annotation(&self, column: &str) -> Option<&Value> {
+        self.annotations
+            .iter()
+            .find(|(name, _)| *name == column)
+            .map(|(_, v)| v)
+    }
+}
+
+/// A value of a stage-declared column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    F64(f64),
+    I64(i64),
+    Bool(bool),
+    Str(String),
+}
+
+/// The type of a stage-declared column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    F64,
+    I64,
+    Bool,
+    Str,
+}
+
+/// A typed, nullable column a stage adds to its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub kind: ColumnKind,
+}

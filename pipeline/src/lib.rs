@@ -1,0 +1,28 @@
+//! `pipeline`: the one library every tokenmill stage shares.
+//!
+//! It owns everything but the stage logic: addresses and storage ([`storage`]), the
+//! [`Document`] and its Parquet/JSONL shards ([`shard`]), input sources ([`source`]),
+//! splitting inputs among tasks ([`tasks`]), the per-document runner with per-input
+//! resume markers ([`runner`], [`marker`]), counters ([`stats`]), progress, the shared
+//! command line ([`cli`]) and the conformance harness every stage's tests call
+//! ([`testing`]). A stage author writes a [`Stage`] and a config.
+
+pub mod cli;
+pub mod document;
+pub mod error;
+pub mod marker;
+pub mod progress;
+pub mod runner;
+pub mod shard;
+pub mod source;
+pub mod stats;
+pub mod storage;
+pub mod tasks;
+pub mod testing;
+
+pub use document::{Column, ColumnKind, Document, Value};
+pub use error::{Error, Result};
+pub use runner::{Report, RunOptions, Stage, Step, Verdict, run};
+pub use source::{DocBatch, DocumentSource, Source};
+pub use stats::Stats;
+pub use storage::{Location, ObjectMeta, Storage};

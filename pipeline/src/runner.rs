@@ -1,0 +1,394 @@
+//! The runner for per-document stages: list, split, skip what is done, read, run the
+//! stages on all cores, write, count, mark.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::document::{Column, Document};
+use crate::error::{Error, Result};
+use crate::marker::{Marker, REJECTED_DIR, marker_location, read_marker, write_marker};
+use crate::progress::Progress;
+use crate::shard::{ShardOptions, ShardWriter};
+use crate::source::Source;
+use crate::stats::Stats;
+use crate::storage::{Location, ObjectMeta, Storage};
+use crate::tasks;
+
+/// What a stage decides for one document. A drop's reason becomes a stats key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Keep,
+    Drop(&'static str),
+}
+
+/// A per-document stage: it may annotate or rewrite a document, and may drop it.
+pub trait Stage: Send + Sync {
+    /// Name, used in logs.
+    fn name(&self) -> &'static str;
+    /// Typed columns this stage writes with [`Document::annotate`].
+    fn columns(&self) -> Vec<Column> {
+        Vec::new()
+    }
+    /// Looks at one document.
+    fn process(&self, doc: &mut Document) -> Verdict;
+}
+
+/// One pass over the inputs: a chain of stages fused together.
+pub struct Step {
+    /// Name, recorded in markers.
+    pub name: String,
+    /// The stages, applied in order; the first drop wins.
+    pub stages: Vec<Box<dyn Stage>>,
+    /// How inputs are read.
+    pub source: Box<dyn Source>,
+    /// Hash of everything that changes the output; a marker with another hash is redone.
+    pub config_hash: String,
+    /// How output shards are written.
+    pub shard: ShardOptions,
+}
+
+impl std::fmt::Debug for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Step")
+            .field("name", &self.name)
+            .field(
+                "stages",
+                &self.stages.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            )
+            .field("config_hash", &self.config_hash)
+            .finish()
+    }
+}
+
+impl Step {
+    fn declared(&self) -> Vec<Column> {
+        let mut cols: Vec<Column> = Vec::new();
+        for c in self.stages.iter().flat_map(|s| s.columns()) {
+            if !cols.iter().any(|k| k.name == c.name) {
+                cols.push(c);
+            }
+        }
+        cols
+    }
+
+    fn verdict(&self, doc: &mut Document) -> Verdict {
+        for stage in &self.stages {
+            if let Verdict::Drop(reason) = stage.process(doc) {
+                return Verdict::Drop(reason);
+            }
+        }
+        Verdict::Keep
+    }
+}
+
+/// Runtime facts of one run (from flags).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub input: Location,
+    pub output: Location,
+    pub tasks: usize,
+    pub task: usize,
+    /// Worker threads; 0 means every core.
+    pub threads: usize,
+    /// Redo inputs even when their marker matches.
+    pub force: bool,
+    /// Print the split and what would be skipped; process nothing.
+    pub dry_run: bool,
+    /// Also write dropped documents, with their reason, under `_rejected/`.
+    pub keep_rejected: bool,
+    /// Show a progress bar / heartbeat.
+    pub progress: bool,
+}
+
+impl RunOptions {
+    /// Options for a one-task local run, as tests use.
+    pub fn new(input: Location, output: Location) -> Self {
+        RunOptions {
+            input,
+            output,
+            tasks: 1,
+            task: 0,
+            threads: 0,
+            force: false,
+            dry_run: false,
+            keep_rejected: false,
+            progress: false,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Relative paths of inputs processed in this run.
+    pub processed: Vec<String>,
+    /// Relative paths of inputs skipped because their marker matched.
+    pub skipped: Vec<String>,
+    /// Counters summed over the processed inputs.
+    pub stats: Stats,
+}
+
+/// One input of this task, with its stem.
+struct Planned<'a> {
+    meta: &'a ObjectMeta,
+    relative: String,
+    stem: String,
+}
+
+fn hidden(relative: &str) -> bool {
+    relative
+        .split('/')
+        .any(|part| part.starts_with('_') || part.starts_with('.'))
+}
+
+/// Runs one task of a step.
+pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> {
+    let listing = storage.list(&opts.input)?;
+    let mut inputs: Vec<(ObjectMeta, String, String)> = Vec::new();
+    for meta in listing {
+        let relative = if meta.relative.is_empty() {
+            meta.location.file_name().to_string()
+        } else {
+            meta.relative.clone()
+        };
+        if hidden(&relative) {
+            continue;
+        }
+        if let Some(stem) = step.source.stem(&relative) {
+            inputs.push((
+                ObjectMeta {
+                    relative: relative.clone(),
+                    ..meta
+                },
+                relative,
+                stem,
+            ));
+        }
+    }
+    let metas: Vec<ObjectMeta> = inputs.iter().map(|(m, _, _)| m.clone()).collect();
+    let assignment = tasks::assignment(&metas, opts.tasks);
+    let mine: Vec<Planned<'_>> = inputs
+        .iter()
+        .zip(&assignment)
+        .filter(|(_, t)| **t == opts.task)
+        .map(|((meta, relative, stem), _)| Planned {
+            meta,
+            relative: relative.clone(),
+            stem: stem.clone(),
+        })
+        .collect();
+
+    let mut report = Report::default();
+    let mut todo = Vec::new();
+    for p in mine {
+        let done = !opts.force
+            && read_marker(storage, &marker_location(&opts.output, &p.stem))?
+                .is_some_and(|m| m.matches(p.meta, &step.config_hash));
+        if done {
+            report.skipped.push(p.relative.clone());
+        } else {
+            todo.push(p);
+        }
+    }
+    tracing::info!(
+        step = %step.name,
+        task = opts.task,
+        tasks = opts.tasks,
+        inputs = inputs.len(),
+        todo = todo.len(),
+        skipped = report.skipped.len(),
+        "planned"
+    );
+    if opts.dry_run {
+        println!(
+            "step {} task {}/{}: {} inputs listed, {} to run, {} done",
+            step.name,
+            opts.task,
+            opts.tasks,
+            inputs.len(),
+            todo.len(),
+            report.skipped.len()
+        );
+        for p in &todo {
+            println!("run  {} ({} bytes)", p.relative, p.meta.size);
+        }
+        for s in &report.skipped {
+            println!("skip {s}");
+        }
+        return Ok(report);
+    }
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .thread_name(|i| format!("tokenmill-{i}"))
+        .build()
+        .map_err(|e| Error::Usage(format!("starting {} worker threads: {e}", opts.threads)))?;
+    let total_bytes = todo.iter().map(|p| p.meta.size).sum();
+    let progress = Progress::start(&step.name, todo.len() as u64, total_bytes, opts.progress);
+    let results: Vec<Result<Stats>> = pool.install(|| {
+        todo.par_iter()
+            .map(|p| {
+                let stats = process_input(step, storage, opts, p, &progress)?;
+                progress.file_done(p.meta.size);
+                Ok(stats)
+            })
+            .collect()
+    });
+    progress.finish();
+    for (p, result) in todo.iter().zip(results) {
+        let stats = result?;
+        report.stats.merge(&stats);
+        report.processed.push(p.relative.clone());
+    }
+    Ok(report)
+}
+
+fn process_input(
+    step: &Step,
+    storage: &Storage,
+    opts: &RunOptions,
+    p: &Planned<'_>,
+    progress: &Progress,
+) -> Result<Stats> {
+    let start = Instant::now();
+    let out_rel = format!("{}.parquet", p.stem);
+    let rej_rel = format!("{REJECTED_DIR}/{}.parquet", p.stem);
+    let out_loc = opts.output.join(&out_rel);
+    let rej_loc = opts.output.join(&rej_rel);
+    let marker_loc = marker_location(&opts.output, &p.stem);
+    for loc in [&out_loc, &rej_loc, &marker_loc] {
+        storage.remove_stale_temporaries(loc)?;
+    }
+    let declared = step.declared();
+    let mut stats = Stats::default();
+    let mut writer: Option<ShardWriter> = None;
+    let mut rejected: Option<ShardWriter> = None;
+
+    for batch in step.source.read(storage, p.meta, &p.relative)? {
+        let batch = batch?;
+        for reason in &batch.drops {
+            stats.drop(reason);
+        }
+        if let Some(problem) = &batch.problem {
+            tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
+        }
+        let mut docs = batch.docs;
+        let verdicts: Vec<Verdict> = docs.par_iter_mut().map(|d| step.verdict(d)).collect();
+        let carry_schema = batch.carry.as_ref().map(|c| c.schema());
+        let mut kept = Vec::new();
+        let mut kept_rows = Vec::new();
+        let mut dropped = Vec::new();
+        let mut dropped_rows = Vec::new();
+        let mut reasons = Vec::new();
+        for (i, (doc, verdict)) in docs.iter().zip(&verdicts).enumerate() {
+            match verdict {
+                Verdict::Keep => {
+                    stats.keep();
+                    kept.push(doc);
+                    kept_rows.push(i as u32);
+                }
+                Verdict::Drop(reason) => {
+                    stats.drop(reason);
+                    if opts.keep_rejected {
+                        dropped.push(doc);
+                        dropped_rows.push(i as u32);
+                        reasons.push(*reason);
+                    }
+                }
+            }
+        }
+        progress.docs(docs.len() as u64 + batch.drops.len() as u64);
+        if writer.is_none() {
+            writer = Some(ShardWriter::new(
+                storage.create(&out_loc)?,
+                carry_schema.as_deref(),
+                &declared,
+                false,
+                &step.shard,
+            )?);
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write(
+                &kept,
+                batch.carry.as_ref().map(|c| (c, kept_rows.as_slice())),
+                None,
+            )?;
+        }
+        crash_point();
+        if opts.keep_rejected && !dropped.is_empty() {
+            if rejected.is_none() {
+                rejected = Some(ShardWriter::new(
+                    storage.create(&rej_loc)?,
+                    carry_schema.as_deref(),
+                    &declared,
+                    true,
+                    &step.shard,
+                )?);
+            }
+            if let Some(w) = rejected.as_mut() {
+                w.write(
+                    &dropped,
+                    batch.carry.as_ref().map(|c| (c, dropped_rows.as_slice())),
+                    Some(&reasons),
+                )?;
+            }
+        }
+    }
+
+    let writer = match writer {
+        Some(w) => w,
+        None => ShardWriter::new(
+            storage.create(&out_loc)?,
+            None,
+            &declared,
+            false,
+            &step.shard,
+        )?,
+    };
+    let mut outputs = vec![out_rel];
+    stats.bytes_out = writer.finish()?;
+    if let Some(w) = rejected {
+        w.finish()?;
+        outputs.push(rej_rel);
+    } else if opts.keep_rejected {
+        storage.delete(&rej_loc)?;
+    }
+    stats.bytes_in = p.meta.size;
+    stats.seconds = start.elapsed().as_secs_f64();
+    debug_assert!(stats.balanced());
+    let marker = Marker {
+        step: step.name.clone(),
+        input: p.meta.location.to_string(),
+        input_size: p.meta.size,
+        input_etag: p.meta.etag.clone(),
+        config_hash: step.config_hash.clone(),
+        outputs,
+        stats: stats.clone(),
+    };
+    write_marker(storage, &marker_loc, &marker)?;
+    tracing::debug!(input = %p.meta.location, docs_in = stats.docs_in, docs_out = stats.docs_out, "input done");
+    Ok(stats)
+}
+
+/// Environment variable that makes the process abort (as abruptly as `kill -9`: no
+/// destructors, no flushing) once this many batches have been written. The
+/// conformance harness uses it to crash runs mid-file at chosen points.
+pub const CRASH_AFTER_BATCHES: &str = "TOKENMILL_CRASH_AFTER_BATCHES";
+
+fn crash_point() {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static WRITTEN: AtomicU64 = AtomicU64::new(0);
+    let limit = LIMIT.get_or_init(|| {
+        std::env::var(CRASH_AFTER_BATCHES)
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(limit) = limit
+        && WRITTEN.fetch_add(1, Ordering::SeqCst) + 1 >= *limit
+    {
+        std::process::abort();
+    }
+}

@@ -1,0 +1,138 @@
+//! Where documents come from: a [`Source`] turns one input file into batches of
+//! documents. [`DocumentSource`] reads Parquet shards and JSONL; the extract stage
+//! brings its own source for WARC files.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+
+use crate::document::Document;
+use crate::error::Result;
+use crate::shard::{JsonlReader, ParquetReader};
+use crate::storage::{ObjectMeta, Storage};
+
+/// A batch of documents read from one input.
+#[derive(Debug, Default)]
+pub struct DocBatch {
+    /// The documents, in input order.
+    pub docs: Vec<Document>,
+    /// Input columns no document field names, one row per document, carried to the
+    /// output unchanged.
+    pub carry: Option<RecordBatch>,
+    /// Records of this stretch of input that could not become documents, by reason.
+    /// Each counts as one document in and one dropped.
+    pub drops: Vec<&'static str>,
+    /// Details of a problem that ended the input early (logged, not fatal).
+    pub problem: Option<String>,
+}
+
+impl DocBatch {
+    /// A batch saying the rest of the input is unreadable.
+    pub fn corrupt(reason: &'static str, detail: &str) -> Self {
+        DocBatch {
+            drops: vec![reason],
+            problem: Some(detail.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Batches of one input; `Err` items are infrastructure failures (the task stops).
+pub type Batches = Box<dyn Iterator<Item = Result<DocBatch>> + Send>;
+
+/// Reads input files of some formats.
+pub trait Source: Send + Sync {
+    /// The stem that output names derive from (the relative path without format
+    /// extensions), or `None` when this source does not read such a file.
+    fn stem(&self, relative: &str) -> Option<String>;
+
+    /// Opens one input as a stream of batches.
+    fn read(&self, storage: &Storage, input: &ObjectMeta, relative: &str) -> Result<Batches>;
+}
+
+/// Parquet document shards and JSONL (plain, `.gz`, `.zst`).
+#[derive(Debug, Clone)]
+pub struct DocumentSource {
+    /// Documents per batch handed to the stages.
+    pub batch_rows: usize,
+    /// A JSONL line longer than this is dropped as `oversized_record`.
+    pub max_line_bytes: usize,
+}
+
+impl Default for DocumentSource {
+    fn default() -> Self {
+        DocumentSource {
+            batch_rows: 1024,
+            max_line_bytes: 64 << 20,
+        }
+    }
+}
+
+const PARQUET: &str = ".parquet";
+const JSONL: [&str; 8] = [
+    ".jsonl.gz",
+    ".jsonl.zst",
+    ".json.gz",
+    ".json.zst",
+    ".ndjson",
+    ".jsonl",
+    ".json",
+    ".ndjson.gz",
+];
+
+impl Source for DocumentSource {
+    fn stem(&self, relative: &str) -> Option<String> {
+        std::iter::once(PARQUET)
+            .chain(JSONL)
+            .find_map(|ext| relative.strip_suffix(ext))
+            .filter(|stem| !stem.is_empty())
+            .map(str::to_string)
+    }
+
+    fn read(&self, storage: &Storage, input: &ObjectMeta, relative: &str) -> Result<Batches> {
+        let url = input.location.to_string();
+        if relative.ends_with(PARQUET) {
+            return Ok(
+                match ParquetReader::open(storage, input, relative, self.batch_rows)? {
+                    Ok(reader) => Box::new(reader),
+                    Err(detail) => Box::new(std::iter::once(Ok(DocBatch::corrupt(
+                        "corrupt_parquet",
+                        &format!("{url}: {detail}"),
+                    )))),
+                },
+            );
+        }
+        let raw = storage.open(&input.location)?;
+        Ok(Box::new(JsonlReader::new(
+            raw,
+            &url,
+            relative,
+            self.batch_rows,
+            self.max_line_bytes,
+        )))
+    }
+}
+
+impl<S: Source + ?Sized> Source for Arc<S> {
+    fn stem(&self, relative: &str) -> Option<String> {
+        (**self).stem(relative)
+    }
+    fn read(&self, storage: &Storage, input: &ObjectMeta, relative: &str) -> Result<Batches> {
+        (**self).read(storage, input, relative)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems() {
+        let s = DocumentSource::default();
+        assert_eq!(s.stem("a/b.jsonl.gz").as_deref(), Some("a/b"));
+        assert_eq!(s.stem("b.parquet").as_deref(), Some("b"));
+        assert_eq!(s.stem("b.json").as_deref(), Some("b"));
+        assert_eq!(s.stem("b.txt"), None);
+        assert_eq!(s.stem(".parquet"), None);
+    }
+}

@@ -1,0 +1,77 @@
+//! Per-input and per-run counters.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What a stage did to some inputs. Invariant: `docs_in == docs_out + sum(drops)`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stats {
+    pub docs_in: u64,
+    pub docs_out: u64,
+    /// Dropped documents by reason.
+    pub drops: BTreeMap<String, u64>,
+    /// Bytes of input read (the input objects' sizes).
+    pub bytes_in: u64,
+    /// Bytes of output written (kept shards; rejected shards are not counted).
+    pub bytes_out: u64,
+    /// Wall time spent, in seconds.
+    pub seconds: f64,
+}
+
+impl Stats {
+    /// Counts one dropped document.
+    pub fn drop(&mut self, reason: &str) {
+        self.docs_in += 1;
+        *self.drops.entry(reason.to_string()).or_default() += 1;
+    }
+
+    /// Counts one kept document.
+    pub fn keep(&mut self) {
+        self.docs_in += 1;
+        self.docs_out += 1;
+    }
+
+    /// Total dropped documents.
+    pub fn dropped(&self) -> u64 {
+        self.drops.values().sum()
+    }
+
+    /// Whether the counts add up.
+    pub fn balanced(&self) -> bool {
+        self.docs_in == self.docs_out + self.dropped()
+    }
+
+    /// Adds another set of counters into this one.
+    pub fn merge(&mut self, other: &Stats) {
+        self.docs_in += other.docs_in;
+        self.docs_out += other.docs_out;
+        for (reason, n) in &other.drops {
+            *self.drops.entry(reason.clone()).or_default() += n;
+        }
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.seconds += other.seconds;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_up() {
+        let mut a = Stats::default();
+        a.keep();
+        a.drop("short");
+        a.drop("short");
+        let mut b = Stats::default();
+        b.drop("lang");
+        b.keep();
+        a.merge(&b);
+        assert_eq!((a.docs_in, a.docs_out, a.dropped()), (5, 2, 3));
+        assert_eq!(a.drops.get("short"), Some(&2));
+        assert!(a.balanced());
+    }
+}

@@ -1,0 +1,275 @@
+//! One synchronous facade over local disk and S3.
+//!
+//! Every operation takes a [`Location`]. Local paths are the embedded default; `s3://`
+//! goes through aws-sdk-s3 with the standard AWS configuration (credential chain,
+//! `AWS_REGION`, `AWS_ENDPOINT_URL`). The async runtime stays inside [`s3`]; callers see
+//! `Read` and `Write`.
+//!
+//! Visibility rule: an object appears under its final name only when complete. On disk a
+//! writer fills a hidden temporary file beside the target and renames it in
+//! [`Writer::finish`]; on S3 a multipart upload is completed there. A writer dropped
+//! without `finish` leaves nothing behind.
+
+mod local;
+mod location;
+mod s3;
+
+use std::io::{self, Read, Write};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+pub use location::Location;
+pub use s3::S3Options;
+
+use crate::error::{Error, Result};
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Its full address.
+    pub location: Location,
+    /// Its path below the listed prefix, with `/` separators; empty when the listed
+    /// address was the object itself.
+    pub relative: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The S3 ETag, or for local files a tag made of size and modification time.
+    pub etag: Option<String>,
+}
+
+/// The storage facade. Cheap to clone; S3 is set up on first use.
+#[derive(Clone, Default)]
+pub struct Storage {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    options: S3Options,
+    s3: OnceLock<std::result::Result<s3::S3, String>>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+impl Storage {
+    /// A facade with the default S3 options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A facade with explicit S3 options (retries, part size, concurrency).
+    pub fn with_options(options: S3Options) -> Self {
+        Storage {
+            inner: Arc::new(Inner {
+                options,
+                s3: OnceLock::new(),
+            }),
+        }
+    }
+
+    fn s3(&self, loc: &Location) -> Result<&s3::S3> {
+        self.inner
+            .s3
+            .get_or_init(|| s3::S3::connect(&self.inner.options).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|message| Error::S3 {
+                op: "connecting to S3 for",
+                url: loc.to_string(),
+                message: message.clone(),
+            })
+    }
+
+    /// Lists every object at or below `loc`, sorted by relative path.
+    ///
+    /// A `loc` naming one object lists just that object. Hidden temporary files of
+    /// unfinished local writers are never listed.
+    pub fn list(&self, loc: &Location) -> Result<Vec<ObjectMeta>> {
+        let mut objects = match loc {
+            Location::Local(path) => local::list(path)?,
+            Location::S3 { bucket, key } => self.s3(loc)?.list(bucket, key)?,
+        };
+        objects.sort_by(|a, b| a.relative.cmp(&b.relative));
+        Ok(objects)
+    }
+
+    /// Size and tag of one object, or `None` when it does not exist.
+    pub fn head(&self, loc: &Location) -> Result<Option<ObjectMeta>> {
+        match loc {
+            Location::Local(path) => local::head(path),
+            Location::S3 { bucket, key } => self.s3(loc)?.head(bucket, key),
+        }
+    }
+
+    /// Whether the object exists.
+    pub fn exists(&self, loc: &Location) -> Result<bool> {
+        Ok(self.head(loc)?.is_some())
+    }
+
+    /// A streaming reader over the whole object.
+    pub fn open(&self, loc: &Location) -> Result<Box<dyn Read + Send>> {
+        self.open_from(loc, 0)
+    }
+
+    /// A streaming reader from byte `offset` to the end of the object.
+    pub fn open_from(&self, loc: &Location, offset: u64) -> Result<Box<dyn Read + Send>> {
+        match loc {
+            Location::Local(path) => local::open_from(path, offset),
+            Location::S3 { bucket, key } => self.s3(loc)?.open_from(bucket, key, offset),
+        }
+    }
+
+    /// Reads `len` bytes at `offset` (fewer only at the end of the object).
+    pub fn read_range(&self, loc: &Location, offset: u64, len: u64) -> Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        match loc {
+            Location::Local(path) => local::read_range(path, offset, len),
+            Location::S3 { bucket, key } => self.s3(loc)?.read_range(bucket, key, offset, len),
+        }
+    }
+
+    /// Reads the whole object into memory.
+    pub fn read(&self, loc: &Location) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.open(loc)?
+            .read_to_end(&mut out)
+            .map_err(|e| io_error("reading", loc, e))?;
+        Ok(out)
+    }
+
+    /// Starts writing an object; it becomes visible at [`Writer::finish`].
+    pub fn create(&self, loc: &Location) -> Result<Writer> {
+        let inner: Box<dyn ObjectWriter> = match loc {
+            Location::Local(path) => Box::new(local::LocalWriter::create(path)?),
+            Location::S3 { bucket, key } => Box::new(self.s3(loc)?.create(bucket, key)),
+        };
+        Ok(Writer {
+            inner: Some(inner),
+            location: loc.clone(),
+            written: 0,
+        })
+    }
+
+    /// Writes a whole object at once, atomically.
+    pub fn put(&self, loc: &Location, data: &[u8]) -> Result<()> {
+        let mut w = self.create(loc)?;
+        w.write_all(data).map_err(|e| io_error("writing", loc, e))?;
+        w.finish()?;
+        Ok(())
+    }
+
+    /// Deletes an object; deleting a missing object is not an error.
+    pub fn delete(&self, loc: &Location) -> Result<()> {
+        match loc {
+            Location::Local(path) => local::delete(path),
+            Location::S3 { bucket, key } => self.s3(loc)?.delete(bucket, key),
+        }
+    }
+
+    /// Removes temporary files that a killed local writer left beside `loc`. S3 needs
+    /// nothing here: an unfinished multipart upload is invisible (a bucket lifecycle
+    /// rule reclaims its parts).
+    pub fn remove_stale_temporaries(&self, loc: &Location) -> Result<()> {
+        match loc {
+            Location::Local(path) => local::remove_stale_temporaries(path),
+            Location::S3 { .. } => Ok(()),
+        }
+    }
+
+    /// Creates a bucket (for tests and benchmarks against an S3-compatible server);
+    /// an existing bucket owned by us is fine.
+    pub fn create_bucket(&self, loc: &Location) -> Result<()> {
+        match loc {
+            Location::Local(path) => {
+                std::fs::create_dir_all(path).map_err(|e| Error::io("creating", loc, e))
+            }
+            Location::S3 { bucket, .. } => self.s3(loc)?.create_bucket(bucket),
+        }
+    }
+}
+
+/// Unwraps an I/O error into the storage error it carries, or describes it.
+fn io_error(op: &'static str, loc: &Location, e: io::Error) -> Error {
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<Error>()) {
+        Some(_) => match e.into_inner().map(|b| b.downcast::<Error>()) {
+            Some(Ok(err)) => *err,
+            _ => Error::Usage(format!("{op} {loc}: unreadable error")),
+        },
+        None => Error::io(op, loc, e),
+    }
+}
+
+/// A backend writer: bytes go in through `Write`; `finish` makes the object visible;
+/// dropping without `finish` must leave nothing behind.
+pub(crate) trait ObjectWriter: Write + Send {
+    fn finish(self: Box<Self>) -> Result<()>;
+}
+
+/// A writer for one object, from [`Storage::create`].
+pub struct Writer {
+    inner: Option<Box<dyn ObjectWriter>>,
+    location: Location,
+    written: u64,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("location", &self.location)
+            .field("written", &self.written)
+            .finish()
+    }
+}
+
+impl Writer {
+    /// Completes the object and makes it visible; returns the bytes written.
+    pub fn finish(mut self) -> Result<u64> {
+        match self.inner.take() {
+            Some(inner) => inner.finish()?,
+            None => {
+                return Err(Error::Usage(format!(
+                    "writer for {} already finished",
+                    self.location
+                )));
+            }
+        }
+        Ok(self.written)
+    }
+
+    /// The address being written.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let inner = self
+            .inner
+            .as_mut()
+            .ok_or_else(|| io::Error::other("write after finish"))?;
+        let n = inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.inner.as_mut() {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Splitting the sorted input listing among N tasks.
+
+use crate::error::{Error, Result};
+use crate::storage::ObjectMeta;
+
+/// Environment variables that batch engines set to an array task's index, in the
+/// order they are consulted.
+pub const TASK_INDEX_VARS: [&str; 3] = [
+    "SLURM_ARRAY_TASK_ID",
+    "AWS_BATCH_JOB_ARRAY_INDEX",
+    "JOB_COMPLETION_INDEX",
+];
+
+/// This task's index: the flag if given, else the batch engine's variable, else 0.
+/// Slurm arrays may start at 1 (`--array=1-N`): `SLURM_ARRAY_TASK_MIN` is subtracted.
+pub fn task_index(flag: Option<usize>, tasks: usize) -> Result<usize> {
+    let index = match flag {
+        Some(i) => i,
+        None => from_env(|k| std::env::var(k).ok())?,
+    };
+    if tasks == 0 {
+        return Err(Error::Usage("--tasks must be at least 1".into()));
+    }
+    if index >= tasks {
+        return Err(Error::Usage(format!(
+            "task index {index} is out of range for --tasks {tasks}"
+        )));
+    }
+    Ok(index)
+}
+
+fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<usize> {
+    for var in TASK_INDEX_VARS {
+        if let Some(v) = get(var) {
+            let parse = |s: &str, name: &str| {
+                s.trim()
+                    .parse::<usize>()
+                    .map_err(|_| Error::Usage(format!("{name}={s:?} is not a task index")))
+            };
+            let mut index = parse(&v, var)?;
+            if var == "SLURM_ARRAY_TASK_ID"
+                && let Some(min) = get("SLURM_ARRAY_TASK_MIN")
+            {
+                index = index.saturating_sub(parse(&min, "SLURM_ARRAY_TASK_MIN")?);
+            }
+            return Ok(index);
+        }
+    }
+    Ok(0)
+}
+
+/// The inputs of task `task` out of `tasks`: a deterministic, size-balanced split.
+///
+/// Inputs are taken largest first (ties by path) and each goes to the task with the
+/// least bytes so far (ties to the lowest index); every input lands in exactly one
+/// task. The result keeps listing order.
+pub fn split(inputs: &[ObjectMeta], tasks: usize, task: usize) -> Vec<&ObjectMeta> {
+    assignment(inputs, tasks)
+        .into_iter()
+        .zip(inputs)
+        .filter(|(t, _)| *t == task)
+        .map(|(_, input)| input)
+        .collect()
+}
+
+/// The task each input goes to.
+pub fn assignment(inputs: &[ObjectMeta], tasks: usize) -> Vec<usize> {
+    let tasks = tasks.max(1);
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by(|&a, &b| {
+        inputs[b]
+            .size
+            .cmp(&inputs[a].size)
+            .then_with(|| inputs[a].relative.cmp(&inputs[b].relative))
+    });
+    let mut load = vec![0u64; tasks];
+    let mut count = vec![0usize; tasks];
+    let mut out = vec![0; inputs.len()];
+    for i in order {
+        let t = (0..tasks)
+            .min_by_key(|&t| (load[t], count[t], t))
+            .unwrap_or(0);
+        load[t] += inputs[i].size;
+        count[t] += 1;
+        out[i] = t;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Location;
+    use proptest::prelude::*;
+
+    fn inputs(sizes: &[u64]) -> Vec<ObjectMeta> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| ObjectMeta {
+                location: Location::Local(format!("in/{i:04}").into()),
+                relative: format!("{i:04}"),
+                size,
+                etag: None,
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn every_input_in_exactly_one_task(sizes in prop::collection::vec(0u64..1_000_000, 0..60), tasks in 1usize..12) {
+            let inputs = inputs(&sizes);
+            let mut seen = vec![0; inputs.len()];
+            for t in 0..tasks {
+                for input in split(&inputs, tasks, t) {
+                    let i: usize = input.relative.parse().expect("numeric name");
+                    seen[i] += 1;
+                }
+            }
+            prop_assert!(seen.iter().all(|&n| n == 1));
+        }
+
+        #[test]
+        fn balanced_within_the_largest_input(sizes in prop::collection::vec(1u64..1_000_000, 1..60), tasks in 1usize..8) {
+            let inputs = inputs(&sizes);
+            let loads: Vec<u64> = (0..tasks)
+                .map(|t| split(&inputs, tasks, t).iter().map(|m| m.size).sum())
+                .collect();
+            let max = *loads.iter().max().expect("tasks >= 1");
+            let min = *loads.iter().min().expect("tasks >= 1");
+            let largest = *sizes.iter().max().expect("non-empty");
+            prop_assert!(max - min <= largest);
+        }
+    }
+
+    #[test]
+    fn index_from_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(from_env(env(&[])).ok(), Some(0));
+        assert_eq!(
+            from_env(env(&[("JOB_COMPLETION_INDEX", "3")])).ok(),
+            Some(3)
+        );
+        assert_eq!(
+            from_env(env(&[("AWS_BATCH_JOB_ARRAY_INDEX", "5")])).ok(),
+            Some(5)
+        );
+        assert_eq!(
+            from_env(env(&[
+                ("SLURM_ARRAY_TASK_ID", "4"),
+                ("SLURM_ARRAY_TASK_MIN", "1")
+            ]))
+            .ok(),
+            Some(3)
+        );
+        assert!(from_env(env(&[("JOB_COMPLETION_INDEX", "x")])).is_err());
+        assert!(task_index(Some(2), 2).is_err());
+        assert!(task_index(Some(0), 0).is_err());
+    }
+}

@@ -1,0 +1,288 @@
+//! The conformance harness every stage's tests call.
+//!
+//! [`check`] runs a step over fixture inputs and asserts the contracts of DESIGN.md:
+//! 1 thread and N threads write identical bytes; stats add up and match the rows
+//! written; a rerun is a no-op; a broken input is counted, not fatal, and the other
+//! inputs finish; a process killed mid-run (aborted at several points, and killed with
+//! SIGKILL at a random moment) resumes to byte-identical output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::marker::{DONE_DIR, Marker, list_markers};
+use crate::runner::{CRASH_AFTER_BATCHES, Report, RunOptions, Step, run};
+use crate::shard::read_all_documents;
+use crate::storage::{Location, Storage};
+
+/// Builds the command that runs the step under test as its own process, given the
+/// stage flags (`--input <dir> --output <dir> --threads <n> --log-format json`).
+pub type CommandFactory<'a> = &'a dyn Fn(Vec<String>) -> Command;
+
+/// What to check.
+pub struct Conformance<'a> {
+    /// Builds the step under test, the same way the binary does.
+    pub step: &'a dyn Fn() -> Step,
+    /// Good fixture inputs: relative path and bytes.
+    pub inputs: Vec<(String, Vec<u8>)>,
+    /// Truncated or corrupt inputs: each must end with at least one counted drop whose
+    /// reason is listed here, and must not stop the run.
+    pub broken: Vec<(String, Vec<u8>, &'static str)>,
+    /// The binary, for the kill-and-resume checks (None skips them).
+    pub command: Option<CommandFactory<'a>>,
+}
+
+impl std::fmt::Debug for Conformance<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conformance")
+            .field("inputs", &self.inputs.len())
+            .field("broken", &self.broken.len())
+            .finish()
+    }
+}
+
+/// Every file below `dir` (hidden ones too), with marker timings zeroed.
+pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(dir)
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default();
+            let mut bytes = std::fs::read(&path).unwrap_or_default();
+            if rel.starts_with(DONE_DIR)
+                && let Ok(mut m) = serde_json::from_slice::<Marker>(&bytes)
+            {
+                m.stats.seconds = 0.0;
+                bytes = serde_json::to_vec_pretty(&m).unwrap_or_default();
+            }
+            out.insert(rel, bytes);
+        }
+    }
+    out
+}
+
+fn assert_same(what: &str, expected: &BTreeMap<String, Vec<u8>>, got: &BTreeMap<String, Vec<u8>>) {
+    let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(expected), names(got), "{what}: different files");
+    for (name, bytes) in expected {
+        assert!(
+            got.get(name) == Some(bytes),
+            "{what}: {name} differs ({} vs {} bytes)",
+            bytes.len(),
+            got.get(name).map_or(0, Vec::len)
+        );
+    }
+}
+
+fn options(input: &Path, output: &Path, threads: usize) -> RunOptions {
+    let mut o = RunOptions::new(
+        Location::Local(input.to_path_buf()),
+        Location::Local(output.to_path_buf()),
+    );
+    o.threads = threads;
+    o
+}
+
+fn run_in_process(c: &Conformance<'_>, input: &Path, output: &Path, threads: usize) -> Report {
+    let step = (c.step)();
+    match run(&step, &Storage::new(), &options(input, output, threads)) {
+        Ok(r) => r,
+        Err(e) => panic!(
+            "run with {threads} threads into {} failed: {e}",
+            output.display()
+        ),
+    }
+}
+
+fn command(
+    c: &Conformance<'_>,
+    factory: CommandFactory<'_>,
+    input: &Path,
+    output: &Path,
+) -> Command {
+    let _ = c;
+    let args = [
+        "--input",
+        &input.display().to_string(),
+        "--output",
+        &output.display().to_string(),
+        "--threads",
+        "2",
+        "--log-format",
+        "json",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let mut cmd = factory(args);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+/// Runs every conformance check; panics with a message naming the broken contract.
+pub fn check(c: &Conformance<'_>) {
+    let root = tempfile::tempdir().expect("temporary directory");
+    let input = root.path().join("input");
+    for (name, bytes) in &c.inputs {
+        write(&input.join(name), bytes);
+    }
+    for (name, bytes, _) in &c.broken {
+        write(&input.join(name), bytes);
+    }
+    let all = c.inputs.len() + c.broken.len();
+
+    // 1 thread: everything processed, stats add up and match what was written.
+    let one = root.path().join("one");
+    let report = run_in_process(c, &input, &one, 1);
+    assert_eq!(report.processed.len(), all, "every input is processed");
+    check_markers(c, &one);
+    let reference = snapshot(&one);
+
+    // Many threads: identical bytes.
+    let many = root.path().join("many");
+    run_in_process(c, &input, &many, 4);
+    assert_same("1 thread vs 4 threads", &reference, &snapshot(&many));
+
+    // Rerun: a no-op.
+    let again = run_in_process(c, &input, &one, 2);
+    assert!(
+        again.processed.is_empty(),
+        "a rerun processes nothing, it redid {:?}",
+        again.processed
+    );
+    assert_eq!(again.skipped.len(), all, "a rerun skips every input");
+    assert_same("rerun", &reference, &snapshot(&one));
+
+    let Some(factory) = c.command else { return };
+    // The binary gives the same bytes as the library.
+    let bin = root.path().join("bin");
+    let status = command(c, factory, &input, &bin)
+        .status()
+        .expect("start the binary");
+    assert!(status.success(), "the binary failed: {status}");
+    assert_same("binary vs library", &reference, &snapshot(&bin));
+
+    // Crash after k batches, for several k, then resume.
+    let batches = reference.len().max(2);
+    for k in [1, 2, batches / 2, batches] {
+        let out = root.path().join(format!("crash-{k}"));
+        let status = command(c, factory, &input, &out)
+            .env(CRASH_AFTER_BATCHES, k.to_string())
+            .status()
+            .expect("start the binary");
+        assert!(
+            k > 1 || !status.success(),
+            "the run did not crash after its first batch"
+        );
+        let status = command(c, factory, &input, &out)
+            .status()
+            .expect("start the binary");
+        assert!(
+            status.success(),
+            "resume after a crash at batch {k} failed: {status}"
+        );
+        assert_same(
+            &format!("resume after a crash at batch {k}"),
+            &reference,
+            &snapshot(&out),
+        );
+    }
+
+    // SIGKILL at random moments of a real run, then resume.
+    let started = Instant::now();
+    let status = command(c, factory, &input, &root.path().join("timed"))
+        .status()
+        .expect("start the binary");
+    assert!(status.success());
+    let full = started.elapsed();
+    let mut rng = fastrand::Rng::with_seed(7);
+    for i in 0..3 {
+        let out = root.path().join(format!("kill-{i}"));
+        let mut child = command(c, factory, &input, &out)
+            .spawn()
+            .expect("start the binary");
+        std::thread::sleep(full.mul_f64(rng.f64()));
+        let _ = child.kill();
+        let _ = child.wait();
+        let status = command(c, factory, &input, &out)
+            .status()
+            .expect("start the binary");
+        assert!(status.success(), "resume after SIGKILL failed: {status}");
+        assert_same("resume after SIGKILL", &reference, &snapshot(&out));
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create fixture folder");
+    }
+    std::fs::write(path, bytes).expect("write fixture");
+}
+
+fn check_markers(c: &Conformance<'_>, output: &Path) {
+    let storage = Storage::new();
+    let out = Location::Local(output.to_path_buf());
+    let markers = list_markers(&storage, &out).expect("list markers");
+    assert_eq!(
+        markers.len(),
+        c.inputs.len() + c.broken.len(),
+        "one marker per input"
+    );
+    for (stem, m) in &markers {
+        assert!(
+            m.stats.balanced(),
+            "{stem}: docs_in {} != docs_out {} + drops {:?}",
+            m.stats.docs_in,
+            m.stats.docs_out,
+            m.stats.drops
+        );
+        let written = read_all_documents(&storage, &out.join(&m.outputs[0]))
+            .unwrap_or_else(|e| panic!("{stem}: reading back its output: {e}"));
+        assert_eq!(
+            written.len() as u64,
+            m.stats.docs_out,
+            "{stem}: rows written vs docs_out"
+        );
+    }
+    for (name, _, reason) in &c.broken {
+        let m = markers
+            .iter()
+            .find(|(_, m)| m.input.ends_with(name.as_str()))
+            .map(|(_, m)| m)
+            .unwrap_or_else(|| panic!("broken input {name} has no marker"));
+        assert!(
+            m.stats.drops.get(*reason).copied().unwrap_or(0) > 0,
+            "broken input {name}: expected drops for {reason}, got {:?}",
+            m.stats.drops
+        );
+    }
+}
+
+/// A fresh folder path under a temporary root (kept for the caller's lifetime).
+pub fn scratch(root: &tempfile::TempDir, name: &str) -> PathBuf {
+    root.path().join(name)
+}
+
+/// Waits for a TCP port on loopback to accept connections.
+pub fn wait_for_port(port: u16, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
