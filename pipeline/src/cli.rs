@@ -52,7 +52,7 @@ pub struct StageArgs {
     /// Print this task's inputs and which would be skipped, then exit.
     #[arg(long)]
     pub dry_run: bool,
-    /// Keep dropped documents, with their reason, under <output>/_rejected/.
+    /// Keep dropped documents, with their reason, under `<output>/_rejected/`.
     #[arg(long)]
     pub keep_rejected: bool,
 }

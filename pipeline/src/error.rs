@@ -30,6 +30,9 @@ pub enum Error {
     /// The object does not exist.
     #[error("{url}: no such object")]
     NotFound { url: String },
+    /// Reading an input failed for a reason outside the data (storage).
+    #[error("reading {url}: {message}")]
+    Input { url: String, message: String },
     /// A Parquet file could not be written or its schema is unusable.
     #[error("parquet {url}: {message}")]
     Parquet { url: String, message: String },
@@ -55,6 +58,19 @@ impl Error {
     /// are not mistaken for corrupt data.
     pub fn into_io(self) -> io::Error {
         io::Error::other(self)
+    }
+
+    /// Converts an I/O error met while doing `op` on `url`: a storage error wrapped by
+    /// [`Error::into_io`] comes back as itself, anything else becomes [`Error::Io`].
+    pub fn from_io_error(op: &'static str, url: impl ToString, e: io::Error) -> Self {
+        if Error::from_io(&e).is_none() {
+            return Error::io(op, url, e);
+        }
+        match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+            Some(Ok(err)) => *err,
+            Some(Err(other)) => Error::Usage(format!("{op} {}: {other}", url.to_string())),
+            None => Error::Usage(format!("{op} {}: unknown error", url.to_string())),
+        }
     }
 
     /// Recovers a storage error wrapped by [`Error::into_io`]; `None` means the I/O error

@@ -19,11 +19,14 @@ struct Counters {
     stop: AtomicBool,
 }
 
+/// Set to true, with a notification, to stop the heartbeat thread.
+type StopSignal = Arc<(Mutex<bool>, Condvar)>;
+
 /// Shared progress of one run.
 pub struct Progress {
     counters: Arc<Counters>,
     bar: Option<ProgressBar>,
-    heartbeat: Option<(JoinHandle<()>, Arc<(Mutex<bool>, Condvar)>)>,
+    heartbeat: Option<(JoinHandle<()>, StopSignal)>,
 }
 
 impl std::fmt::Debug for Progress {
@@ -62,7 +65,7 @@ impl Progress {
             .and_then(|v| v.parse().ok())
             .unwrap_or(HEARTBEAT_SECS)
             .max(1);
-        let wake = Arc::new((Mutex::new(false), Condvar::new()));
+        let wake: StopSignal = Arc::new((Mutex::new(false), Condvar::new()));
         let (c, w, step) = (counters.clone(), wake.clone(), step.to_string());
         let handle = std::thread::spawn(move || {
             let started = Instant::now();

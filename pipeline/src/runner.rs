@@ -166,6 +166,12 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
             ));
         }
     }
+    if inputs.is_empty() {
+        return Err(Error::Usage(format!(
+            "no input files at {} (files and folders whose names start with _ or . are ignored)",
+            opts.input
+        )));
+    }
     let metas: Vec<ObjectMeta> = inputs.iter().map(|(m, _, _)| m.clone()).collect();
     let assignment = tasks::assignment(&metas, opts.tasks);
     let mine: Vec<Planned<'_>> = inputs

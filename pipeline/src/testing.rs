@@ -106,13 +106,7 @@ fn run_in_process(c: &Conformance<'_>, input: &Path, output: &Path, threads: usi
     }
 }
 
-fn command(
-    c: &Conformance<'_>,
-    factory: CommandFactory<'_>,
-    input: &Path,
-    output: &Path,
-) -> Command {
-    let _ = c;
+fn command(factory: CommandFactory<'_>, input: &Path, output: &Path) -> Command {
     let args = [
         "--input",
         &input.display().to_string(),
@@ -168,7 +162,7 @@ pub fn check(c: &Conformance<'_>) {
     let Some(factory) = c.command else { return };
     // The binary gives the same bytes as the library.
     let bin = root.path().join("bin");
-    let status = command(c, factory, &input, &bin)
+    let status = command(factory, &input, &bin)
         .status()
         .expect("start the binary");
     assert!(status.success(), "the binary failed: {status}");
@@ -178,7 +172,7 @@ pub fn check(c: &Conformance<'_>) {
     let batches = reference.len().max(2);
     for k in [1, 2, batches / 2, batches] {
         let out = root.path().join(format!("crash-{k}"));
-        let status = command(c, factory, &input, &out)
+        let status = command(factory, &input, &out)
             .env(CRASH_AFTER_BATCHES, k.to_string())
             .status()
             .expect("start the binary");
@@ -186,7 +180,7 @@ pub fn check(c: &Conformance<'_>) {
             k > 1 || !status.success(),
             "the run did not crash after its first batch"
         );
-        let status = command(c, factory, &input, &out)
+        let status = command(factory, &input, &out)
             .status()
             .expect("start the binary");
         assert!(
@@ -202,7 +196,7 @@ pub fn check(c: &Conformance<'_>) {
 
     // SIGKILL at random moments of a real run, then resume.
     let started = Instant::now();
-    let status = command(c, factory, &input, &root.path().join("timed"))
+    let status = command(factory, &input, &root.path().join("timed"))
         .status()
         .expect("start the binary");
     assert!(status.success());
@@ -210,13 +204,13 @@ pub fn check(c: &Conformance<'_>) {
     let mut rng = fastrand::Rng::with_seed(7);
     for i in 0..3 {
         let out = root.path().join(format!("kill-{i}"));
-        let mut child = command(c, factory, &input, &out)
+        let mut child = command(factory, &input, &out)
             .spawn()
             .expect("start the binary");
         std::thread::sleep(full.mul_f64(rng.f64()));
         let _ = child.kill();
         let _ = child.wait();
-        let status = command(c, factory, &input, &out)
+        let status = command(factory, &input, &out)
             .status()
             .expect("start the binary");
         assert!(status.success(), "resume after SIGKILL failed: {status}");

@@ -134,7 +134,10 @@ impl JsonlReader {
                 Err(e) => {
                     self.done = true;
                     if let Some(err) = Error::from_io(&e) {
-                        return Some(Err(Error::Usage(format!("reading {}: {err}", self.url))));
+                        return Some(Err(Error::Input {
+                            url: self.url.clone(),
+                            message: err.to_string(),
+                        }));
                     }
                     let reason = if e.kind() == io::ErrorKind::UnexpectedEof {
                         "truncated_input"
@@ -176,7 +179,12 @@ impl JsonlReader {
         }
         let carry = match metadata_batch(&metadata) {
             Ok(b) => Some(b),
-            Err(e) => return Some(Err(Error::Usage(format!("reading {}: {e}", self.url)))),
+            Err(message) => {
+                return Some(Err(Error::Input {
+                    url: self.url.clone(),
+                    message,
+                }));
+            }
         };
         Some(Ok(DocBatch {
             docs,

@@ -351,7 +351,10 @@ impl ParquetReader {
                     Some(Err(e)) => {
                         self.failed = true;
                         return Some(match storage_failure(&e) {
-                            Some(msg) => Err(Error::Usage(format!("reading {}: {msg}", self.url))),
+                            Some(message) => Err(Error::Input {
+                                url: self.url.clone(),
+                                message,
+                            }),
                             None => Ok(DocBatch::corrupt("corrupt_parquet", &e.to_string())),
                         });
                     }
@@ -367,7 +370,10 @@ impl ParquetReader {
             if let Err(e) = self.open_row_group(rg) {
                 self.failed = true;
                 return Some(match storage_failure(&e) {
-                    Some(msg) => Err(Error::Usage(format!("reading {}: {msg}", self.url))),
+                    Some(message) => Err(Error::Input {
+                        url: self.url.clone(),
+                        message,
+                    }),
                     None => Ok(DocBatch::corrupt("corrupt_parquet", &e.to_string())),
                 });
             }
@@ -377,7 +383,10 @@ impl ParquetReader {
 
 fn classify(url: &str, e: parquet::errors::ParquetError) -> Result<String> {
     match storage_failure(&e) {
-        Some(msg) => Err(Error::Usage(format!("reading {url}: {msg}"))),
+        Some(message) => Err(Error::Input {
+            url: url.to_string(),
+            message,
+        }),
         None => Ok(e.to_string()),
     }
 }

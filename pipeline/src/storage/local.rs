@@ -211,9 +211,10 @@ impl ObjectWriter for LocalWriter {
         file.sync_data()
             .map_err(|e| Error::io("syncing", loc(&self.temp), e))?;
         drop(file);
-        fs::rename(&self.temp, &self.target)
-            .map_err(|e| Error::io("renaming into place", loc(&self.target), e))?;
-        Ok(())
+        fs::rename(&self.temp, &self.target).map_err(|e| {
+            let _ = fs::remove_file(&self.temp);
+            Error::io("renaming into place", loc(&self.target), e)
+        })
     }
 }
 

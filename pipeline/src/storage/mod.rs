@@ -2,7 +2,7 @@
 //!
 //! Every operation takes a [`Location`]. Local paths are the embedded default; `s3://`
 //! goes through aws-sdk-s3 with the standard AWS configuration (credential chain,
-//! `AWS_REGION`, `AWS_ENDPOINT_URL`). The async runtime stays inside [`s3`]; callers see
+//! `AWS_REGION`, `AWS_ENDPOINT_URL`). The async runtime stays inside the S3 backend; callers see
 //! `Read` and `Write`.
 //!
 //! Visibility rule: an object appears under its final name only when complete. On disk a
@@ -15,6 +15,7 @@ mod location;
 mod s3;
 
 use std::io::{self, Read, Write};
+
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -141,7 +142,7 @@ impl Storage {
         let mut out = Vec::new();
         self.open(loc)?
             .read_to_end(&mut out)
-            .map_err(|e| io_error("reading", loc, e))?;
+            .map_err(|e| Error::from_io_error("reading", loc, e))?;
         Ok(out)
     }
 
@@ -161,7 +162,8 @@ impl Storage {
     /// Writes a whole object at once, atomically.
     pub fn put(&self, loc: &Location, data: &[u8]) -> Result<()> {
         let mut w = self.create(loc)?;
-        w.write_all(data).map_err(|e| io_error("writing", loc, e))?;
+        w.write_all(data)
+            .map_err(|e| Error::from_io_error("writing", loc, e))?;
         w.finish()?;
         Ok(())
     }
@@ -193,17 +195,6 @@ impl Storage {
             }
             Location::S3 { bucket, .. } => self.s3(loc)?.create_bucket(bucket),
         }
-    }
-}
-
-/// Unwraps an I/O error into the storage error it carries, or describes it.
-fn io_error(op: &'static str, loc: &Location, e: io::Error) -> Error {
-    match e.get_ref().and_then(|inner| inner.downcast_ref::<Error>()) {
-        Some(_) => match e.into_inner().map(|b| b.downcast::<Error>()) {
-            Some(Ok(err)) => *err,
-            _ => Error::Usage(format!("{op} {loc}: unreadable error")),
-        },
-        None => Error::io(op, loc, e),
     }
 }
 

@@ -292,14 +292,10 @@ impl S3 {
             done: false,
         };
         // Open eagerly so a missing object fails here, with its address.
-        reader.connect().map_err(|e| match Error::from_io(&e) {
-            Some(_) => reader_error(e),
-            None => Error::S3 {
-                op: "opening",
-                url: reader.location.to_string(),
-                message: e.to_string(),
-            },
-        })?;
+        let url = reader.location.to_string();
+        reader
+            .connect()
+            .map_err(|e| Error::from_io_error("opening", url, e))?;
         Ok(Box::new(reader))
     }
 
@@ -441,14 +437,6 @@ impl Shared {
         Fut: Future<Output = std::result::Result<T, Failure>>,
     {
         self.rt.block_on(self.retry(op, loc, attempt))
-    }
-}
-
-fn reader_error(e: io::Error) -> Error {
-    match e.into_inner().map(|b| b.downcast::<Error>()) {
-        Some(Ok(err)) => *err,
-        Some(Err(other)) => Error::Usage(other.to_string()),
-        None => Error::Usage("unknown read error".into()),
     }
 }
 

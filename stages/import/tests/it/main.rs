@@ -41,8 +41,16 @@ fn conformance() {
             ("plain/many.jsonl".into(), many.clone()),
         ],
         broken: vec![
-            ("broken.jsonl".into(), fixture("docs/broken.jsonl"), "malformed_json"),
-            ("cut.jsonl.gz".into(), gzip(&many)[..2000].to_vec(), "truncated_input"),
+            (
+                "broken.jsonl".into(),
+                fixture("docs/broken.jsonl"),
+                "malformed_json",
+            ),
+            (
+                "cut.jsonl.gz".into(),
+                gzip(&many)[..2000].to_vec(),
+                "truncated_input",
+            ),
         ],
         command: Some(&binary),
     });
@@ -62,7 +70,8 @@ fn golden(name: &str, got: &str) {
 /// The documents of an output shard as one JSON line each (file_path dropped: it holds
 /// this machine's path).
 fn golden_lines(path: &Path) -> String {
-    let docs = read_all_documents(&Storage::new(), &Location::Local(path.to_path_buf())).expect("read output");
+    let docs = read_all_documents(&Storage::new(), &Location::Local(path.to_path_buf()))
+        .expect("read output");
     let file = std::fs::File::open(path).expect("open output");
     let mut metadata = Vec::new();
     for batch in parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
@@ -74,7 +83,9 @@ fn golden_lines(path: &Path) -> String {
         let column = batch.column_by_name("metadata").expect("metadata column");
         let strings = arrow_array::cast::AsArray::as_string::<i32>(column.as_ref());
         for i in 0..batch.num_rows() {
-            metadata.push(arrow_array::Array::is_valid(strings, i).then(|| strings.value(i).to_string()));
+            metadata.push(
+                arrow_array::Array::is_valid(strings, i).then(|| strings.value(i).to_string()),
+            );
         }
     }
     docs.into_iter()
@@ -104,9 +115,17 @@ fn golden_run_on_fixtures() {
         .arg("json")
         .output()
         .expect("run mill-import");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary = String::from_utf8_lossy(&output.stdout);
-    let summary: String = summary.lines().filter(|l| !l.contains("bytes in")).map(|l| format!("{l}\n")).collect();
+    let summary: String = summary
+        .lines()
+        .filter(|l| !l.contains("bytes in"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     golden("import-summary.txt", &summary);
     for stem in ["web-multilingual", "dolma-style", "broken"] {
         let got = golden_lines(&out.path().join(format!("{stem}.parquet")));
@@ -130,7 +149,10 @@ fn bad_config_is_a_clear_error() {
         .expect("run mill-import");
     assert!(!output.status.success());
     let err = String::from_utf8_lossy(&output.stderr);
-    assert!(err.contains("bad.toml") && err.contains("no_such_field"), "{err}");
+    assert!(
+        err.contains("bad.toml") && err.contains("no_such_field"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -145,6 +167,9 @@ fn dry_run_lists_the_split() {
         .expect("run mill-import");
     assert!(output.status.success());
     let out = String::from_utf8_lossy(&output.stdout);
-    assert!(out.contains("task 1/2: 3 inputs listed, 2 to run, 0 done"), "{out}");
+    assert!(
+        out.contains("task 1/2: 3 inputs listed, 2 to run, 0 done"),
+        "{out}"
+    );
     assert!(out.contains("run  broken.jsonl (371 bytes)"), "{out}");
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sourced by test.sh and bench.sh: installs (if needed) and starts the S3-compatible
+# test server on a free loopback port, exports the variables the tests read, and stops
+# the server when the calling script exits.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if ! python3 -c 'import moto, importlib.metadata as m; assert m.version("moto") == "5.1.22"' 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check -r "$here/requirements-test.txt"
+fi
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+log="${TMPDIR:-/tmp}/tokenmill-s3-$port.log"
+python3 -m moto.server -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+s3_pid=$!
+trap 'kill "$s3_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  if python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
+    break
+  fi
+  sleep 0.1
+done
+python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" || {
+  echo "the S3 test server did not start; its log:" >&2
+  cat "$log" >&2
+  exit 1
+}
+# Static test credentials for the loopback server; no instance metadata lookups.
+export AWS_ACCESS_KEY_ID=tokenmill-test AWS_SECRET_ACCESS_KEY=tokenmill-test
+export AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+export TOKENMILL_TEST_S3_ENDPOINT="http://127.0.0.1:$port"
+echo "S3 test server: $TOKENMILL_TEST_S3_ENDPOINT (log: $log)" >&2
