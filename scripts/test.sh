@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The test command: starts the S3 test server on loopback, then runs every test of
-# the workspace (release profile, the one CI and the quickstart build). Extra
-# arguments go to the test runner, e.g. `scripts/test.sh storage::`.
+# The test command: fetches the models, starts the S3 test server on loopback, then
+# runs every test of the workspace (release profile, the one CI and the quickstart
+# build). Extra arguments go to the test runner, e.g. `scripts/test.sh storage::`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/fetch-models.sh
 source scripts/s3-server.sh
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --cargo-profile release --no-fail-fast "$@"

@@ -1,6 +1,7 @@
 //! The runner for per-document stages: list, split, skip what is done, read, run the
 //! stages on all cores, write, count, mark.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -13,6 +14,7 @@ use crate::shard::{ShardOptions, ShardWriter};
 use crate::source::Source;
 use crate::stats::Stats;
 use crate::storage::{Location, ObjectMeta, Storage};
+
 use crate::tasks;
 
 /// What a stage decides for one document. A drop's reason becomes a stats key.
@@ -46,6 +48,35 @@ pub struct Step {
     pub config_hash: String,
     /// How output shards are written.
     pub shard: ShardOptions,
+    /// Spread kept documents over output folders (`None`: one output per input).
+    pub partition: Option<Partition>,
+}
+
+/// How the kept documents of one input are spread over output folders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    /// `<output>/<language>/<stem>.parquet`, as FineWeb-2 lays out its languages;
+    /// documents without a language go under `unknown`.
+    Language,
+}
+
+impl Partition {
+    /// The folder a document goes to: a safe path component, never hidden.
+    fn key(self, doc: &Document) -> String {
+        match self {
+            Partition::Language => match doc.language.as_deref() {
+                Some(l)
+                    if !l.is_empty()
+                        && !l.starts_with(['_', '.'])
+                        && l.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+                {
+                    l.to_string()
+                }
+                _ => "unknown".to_string(),
+            },
+        }
+    }
 }
 
 impl std::fmt::Debug for Step {
@@ -258,18 +289,25 @@ fn process_input(
     progress: &Progress,
 ) -> Result<Stats> {
     let start = Instant::now();
-    let out_rel = format!("{}.parquet", p.stem);
-    let rej_rel = format!("{REJECTED_DIR}/{}.parquet", p.stem);
-    let out_loc = opts.output.join(&out_rel);
-    let rej_loc = opts.output.join(&rej_rel);
     let marker_loc = marker_location(&opts.output, &p.stem);
-    for loc in [&out_loc, &rej_loc, &marker_loc] {
-        storage.remove_stale_temporaries(loc)?;
+    storage.remove_stale_temporaries(&marker_loc)?;
+    // Outputs of an earlier, different run of this input may not be rewritten (another
+    // config can route documents elsewhere): remove them first.
+    if let Some(old) = read_marker(storage, &marker_loc)? {
+        for rel in &old.outputs {
+            storage.delete(&opts.output.join(rel))?;
+        }
     }
     let declared = step.declared();
     let mut stats = Stats::default();
-    let mut writer: Option<ShardWriter> = None;
-    let mut rejected: Option<ShardWriter> = None;
+    let mut outputs = Outputs {
+        storage,
+        output: &opts.output,
+        step,
+        declared: &declared,
+        writers: BTreeMap::new(),
+    };
+    let rej_rel = format!("{REJECTED_DIR}/{}.parquet", p.stem);
 
     for batch in step.source.read(storage, p.meta, &p.relative)? {
         let batch = batch?;
@@ -281,84 +319,56 @@ fn process_input(
         }
         let mut docs = batch.docs;
         let verdicts: Vec<Verdict> = docs.par_iter_mut().map(|d| step.verdict(d)).collect();
-        let carry_schema = batch.carry.as_ref().map(|c| c.schema());
-        let mut kept = Vec::new();
-        let mut kept_rows = Vec::new();
-        let mut dropped = Vec::new();
-        let mut dropped_rows = Vec::new();
-        let mut reasons = Vec::new();
+        let carry = batch.carry.as_ref();
+        // Rows per output: (output path, rows, drop reasons for rejected shards).
+        let mut routes: BTreeMap<String, (Vec<u32>, Vec<&'static str>)> = BTreeMap::new();
+        if step.partition.is_none() {
+            routes.entry(format!("{}.parquet", p.stem)).or_default();
+        }
         for (i, (doc, verdict)) in docs.iter().zip(&verdicts).enumerate() {
             match verdict {
                 Verdict::Keep => {
                     stats.keep();
-                    kept.push(doc);
-                    kept_rows.push(i as u32);
+                    let rel = match step.partition {
+                        Some(part) => format!("{}/{}.parquet", part.key(doc), p.stem),
+                        None => format!("{}.parquet", p.stem),
+                    };
+                    routes.entry(rel).or_default().0.push(i as u32);
                 }
                 Verdict::Drop(reason) => {
                     stats.drop(reason);
                     if opts.keep_rejected {
-                        dropped.push(doc);
-                        dropped_rows.push(i as u32);
-                        reasons.push(*reason);
+                        let route = routes.entry(rej_rel.clone()).or_default();
+                        route.0.push(i as u32);
+                        route.1.push(reason);
                     }
                 }
             }
         }
         progress.docs(docs.len() as u64 + batch.drops.len() as u64);
-        if writer.is_none() {
-            writer = Some(ShardWriter::new(
-                storage.create(&out_loc)?,
-                carry_schema.as_deref(),
-                &declared,
-                false,
-                &step.shard,
-            )?);
-        }
-        if let Some(w) = writer.as_mut() {
-            w.write(
-                &kept,
-                batch.carry.as_ref().map(|c| (c, kept_rows.as_slice())),
-                None,
+        for (rel, (rows, reasons)) in &routes {
+            let chosen: Vec<&Document> = rows.iter().map(|&i| &docs[i as usize]).collect();
+            let rejected = *rel == rej_rel;
+            let writer = outputs.writer(rel, carry.map(|c| c.schema()).as_deref(), rejected)?;
+            writer.write(
+                &chosen,
+                carry.map(|c| (c, rows.as_slice())),
+                rejected.then_some(reasons.as_slice()),
             )?;
         }
         crash_point();
-        if opts.keep_rejected && !dropped.is_empty() {
-            if rejected.is_none() {
-                rejected = Some(ShardWriter::new(
-                    storage.create(&rej_loc)?,
-                    carry_schema.as_deref(),
-                    &declared,
-                    true,
-                    &step.shard,
-                )?);
-            }
-            if let Some(w) = rejected.as_mut() {
-                w.write(
-                    &dropped,
-                    batch.carry.as_ref().map(|c| (c, dropped_rows.as_slice())),
-                    Some(&reasons),
-                )?;
-            }
-        }
     }
 
-    let writer = match writer {
-        Some(w) => w,
-        None => ShardWriter::new(
-            storage.create(&out_loc)?,
-            None,
-            &declared,
-            false,
-            &step.shard,
-        )?,
-    };
-    let mut outputs = vec![out_rel];
-    stats.bytes_out = writer.finish()?;
-    if let Some(w) = rejected {
-        w.finish()?;
-        outputs.push(rej_rel);
-    } else if opts.keep_rejected {
-        storage.delete(&rej_loc)?;
+    if step.partition.is_none() {
+        outputs.writer(&format!("{}.parquet", p.stem), None, false)?;
+    }
+    let mut written = Vec::new();
+    for (rel, writer) in outputs.writers {
+        let bytes = writer.finish()?;
+        if rel != rej_rel {
+            stats.bytes_out += bytes;
+        }
+        written.push(rel);
     }
     stats.bytes_in = p.meta.size;
     stats.seconds = start.elapsed().as_secs_f64();
@@ -369,12 +379,47 @@ fn process_input(
         input_size: p.meta.size,
         input_etag: p.meta.etag.clone(),
         config_hash: step.config_hash.clone(),
-        outputs,
+        outputs: written,
         stats: stats.clone(),
     };
     write_marker(storage, &marker_loc, &marker)?;
     tracing::debug!(input = %p.meta.location, docs_in = stats.docs_in, docs_out = stats.docs_out, "input done");
     Ok(stats)
+}
+
+/// The open output shards of one input, by path below the output prefix.
+struct Outputs<'a> {
+    storage: &'a Storage,
+    output: &'a Location,
+    step: &'a Step,
+    declared: &'a [Column],
+    writers: BTreeMap<String, ShardWriter>,
+}
+
+impl Outputs<'_> {
+    /// The writer of `rel`, opened on first use (clearing what a killed run left).
+    fn writer(
+        &mut self,
+        rel: &str,
+        carry: Option<&arrow_schema::Schema>,
+        rejected: bool,
+    ) -> Result<&mut ShardWriter> {
+        if !self.writers.contains_key(rel) {
+            let loc = self.output.join(rel);
+            self.storage.remove_stale_temporaries(&loc)?;
+            let w = ShardWriter::new(
+                self.storage.create(&loc)?,
+                carry,
+                self.declared,
+                rejected,
+                &self.step.shard,
+            )?;
+            self.writers.insert(rel.to_string(), w);
+        }
+        self.writers
+            .get_mut(rel)
+            .ok_or_else(|| Error::Usage(format!("output {rel} vanished")))
+    }
 }
 
 /// Environment variable that makes the process abort (as abruptly as `kill -9`: no

@@ -68,6 +68,7 @@ fn test_step(min: usize) -> Step {
             row_group_bytes: 16 << 10,
             ..ShardOptions::default()
         },
+        partition: None,
     }
 }
 
@@ -121,6 +122,7 @@ fn parquet_fixture(seed: u64) -> Vec<u8> {
         source: Box::new(DocumentSource::default()),
         config_hash: String::new(),
         shard: ShardOptions::default(),
+        partition: None,
     };
     run(
         &step,
@@ -277,7 +279,12 @@ fn rejected_documents_keep_their_reason() {
     let mut rejected = 0;
     for (stem, marker) in list_markers(&storage, &Location::Local(out.clone())).expect("markers") {
         assert_eq!(marker.outputs.len(), 2, "{stem}: output and rejected shard");
-        let file = std::fs::File::open(out.join(&marker.outputs[1])).expect("rejected shard");
+        let rejected_shard = marker
+            .outputs
+            .iter()
+            .find(|o| o.starts_with("_rejected/"))
+            .expect("a rejected shard");
+        let file = std::fs::File::open(out.join(rejected_shard)).expect("rejected shard");
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .expect("parquet")
             .build()

@@ -81,6 +81,7 @@ pub fn step(config: &Config) -> Step {
             row_group_bytes: config.row_group_bytes,
             ..ShardOptions::default()
         },
+        partition: None,
     }
 }
 

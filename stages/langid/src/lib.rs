@@ -1,0 +1,241 @@
+//! Stage `langid`: fastText language identification, as FineWeb and RefinedWeb do it.
+//!
+//! Each document's text, newlines turned to spaces (FineWeb's preparation), goes through
+//! a fastText language model (lid.176 by default; any fastText `.bin`/`.ftz` language
+//! model such as GlotLID works). The top label and its probability fill `language` and
+//! `language_score`. The keep rule is datatrove's `LanguageFilter`: with a list of
+//! languages, keep a document when one of them scores above its threshold; without a
+//! list, keep it when the top language does.
+
+mod model;
+
+use std::collections::BTreeMap;
+
+use pipeline::shard::ShardOptions;
+use pipeline::{Document, DocumentSource, Stage, Step, Storage, Verdict};
+use serde::{Deserialize, Serialize};
+
+pub use model::{LID176_FTZ_SHA256, Model, SETUP_COMMAND};
+
+/// Where scripts/fetch-models.sh caches lid.176.ftz.
+pub const DEFAULT_MODEL: &str = ".cache/models/lid.176.ftz";
+
+/// Configuration of the langid stage (`--config`, TOML).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The fastText model: a path or storage URL.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Expected SHA-256 of the model file, checked when it loads.
+    #[serde(default)]
+    pub model_sha256: Option<String>,
+    /// Languages to keep, as the model labels them (`en`, `de`, …); empty keeps every
+    /// language that clears the threshold.
+    #[serde(default)]
+    pub languages: Vec<String>,
+    /// Minimum score, exclusive. 0.65 is FineWeb's and RefinedWeb's threshold
+    /// (datatrove `LanguageFilter(language_threshold=0.65)`).
+    #[serde(default = "default_min_score")]
+    pub min_score: f64,
+    /// Per-language thresholds that replace `min_score` (FineWeb-2 tunes them per
+    /// language).
+    #[serde(default)]
+    pub min_score_by_language: BTreeMap<String, f64>,
+    /// Write kept documents under `<output>/<language>/…`, as FineWeb-2 lays them out.
+    #[serde(default)]
+    pub split_by_language: bool,
+}
+
+fn default_model() -> String {
+    DEFAULT_MODEL.to_string()
+}
+
+fn default_min_score() -> f64 {
+    0.65
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            model: default_model(),
+            model_sha256: None,
+            languages: Vec::new(),
+            min_score: default_min_score(),
+            min_score_by_language: BTreeMap::new(),
+            split_by_language: false,
+        }
+    }
+}
+
+/// The langid stage: a loaded model and the keep rule.
+#[derive(Debug)]
+pub struct LangId {
+    model: Model,
+    languages: Vec<String>,
+    min_score: f64,
+    overrides: BTreeMap<String, f64>,
+    /// Whether the top label alone decides (every threshold ≥ 0.5: no second label can
+    /// clear it, since probabilities sum to at most 1).
+    top_only: bool,
+    /// Lowest threshold among the languages that can be kept.
+    floor: f64,
+}
+
+/// One prediction: label without `__label__`, probability.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    pub label: String,
+    pub score: f32,
+}
+
+/// FineWeb's text preparation: newlines become spaces. A trailing newline marks the end
+/// of the line as fastText's own Python binding does, so scores match it exactly; NUL
+/// bytes, which C strings cannot hold, become spaces too.
+fn prepare(text: &str) -> String {
+    let mut s: String = text
+        .chars()
+        .map(|c| if c == '\n' || c == '\0' { ' ' } else { c })
+        .collect();
+    s.push('\n');
+    s
+}
+
+impl LangId {
+    /// Loads the model and validates the rule.
+    pub fn new(storage: &Storage, config: &Config) -> pipeline::Result<Self> {
+        for (what, v) in std::iter::once(("min_score", config.min_score)).chain(
+            config
+                .min_score_by_language
+                .values()
+                .map(|v| ("min_score_by_language", *v)),
+        ) {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(pipeline::Error::Config {
+                    url: config.model.clone(),
+                    message: format!("{what} {v} is outside [0, 1]"),
+                });
+            }
+        }
+        let model = Model::load(storage, &config.model, config.model_sha256.as_deref())?;
+        let thresholds: Vec<f64> = if config.languages.is_empty() {
+            std::iter::once(config.min_score)
+                .chain(config.min_score_by_language.values().copied())
+                .collect()
+        } else {
+            config
+                .languages
+                .iter()
+                .map(|l| {
+                    *config
+                        .min_score_by_language
+                        .get(l)
+                        .unwrap_or(&config.min_score)
+                })
+                .collect()
+        };
+        let floor = thresholds.iter().copied().fold(1.0, f64::min);
+        Ok(LangId {
+            model,
+            languages: config.languages.clone(),
+            min_score: config.min_score,
+            overrides: config.min_score_by_language.clone(),
+            top_only: floor >= 0.5,
+            floor,
+        })
+    }
+
+    /// The SHA-256 of the loaded model.
+    pub fn model_sha256(&self) -> &str {
+        &self.model.sha256
+    }
+
+    /// The `k` best labels of `text` with probability at least `threshold`.
+    pub fn predict(&self, text: &str, k: i32, threshold: f32) -> Vec<Prediction> {
+        match self.model.fasttext.predict(&prepare(text), k, threshold) {
+            Ok(preds) => preds
+                .into_iter()
+                .map(|p| Prediction {
+                    label: p.label.trim_start_matches("__label__").to_string(),
+                    score: p.prob,
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn threshold(&self, lang: &str) -> f64 {
+        *self.overrides.get(lang).unwrap_or(&self.min_score)
+    }
+
+    fn wanted(&self, lang: &str) -> bool {
+        self.languages.is_empty() || self.languages.iter().any(|l| l == lang)
+    }
+}
+
+impl Stage for LangId {
+    fn name(&self) -> &'static str {
+        "langid"
+    }
+
+    fn process(&self, doc: &mut Document) -> Verdict {
+        let top = self.predict(&doc.text, 1, 0.0);
+        let Some(best) = top.into_iter().next() else {
+            return Verdict::Drop("no_language");
+        };
+        let score = f64::from(best.score);
+        let top_wanted = self.wanted(&best.label);
+        let top_clears = score > self.threshold(&best.label);
+        doc.language = Some(best.label);
+        doc.language_score = Some(score);
+        let keep = if self.top_only || self.languages.is_empty() {
+            top_wanted && top_clears
+        } else {
+            // A threshold under 0.5 lets a second label qualify: look at every label
+            // that scores at least the lowest threshold.
+            self.predict(&doc.text, -1, self.floor as f32)
+                .iter()
+                .any(|p| self.wanted(&p.label) && f64::from(p.score) > self.threshold(&p.label))
+        };
+        match (keep, top_wanted) {
+            (true, _) => Verdict::Keep,
+            (false, true) => Verdict::Drop("low_language_score"),
+            (false, false) => Verdict::Drop("unwanted_language"),
+        }
+    }
+}
+
+/// The step `mill-langid` runs; loads the model.
+pub fn step(storage: &Storage, config: &Config) -> pipeline::Result<Step> {
+    let stage = LangId::new(storage, config)?;
+    let hash = pipeline::cli::config_hash("langid", &(config, stage.model_sha256()));
+    Ok(Step {
+        name: "langid".into(),
+        stages: vec![Box::new(stage)],
+        source: Box::new(DocumentSource::default()),
+        config_hash: hash,
+        shard: ShardOptions::default(),
+        partition: config
+            .split_by_language
+            .then_some(pipeline::Partition::Language),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepares_text_like_fineweb() {
+        assert_eq!(prepare("a\nb\n"), "a b \n");
+        assert_eq!(prepare("nul\0byte"), "nul byte\n");
+    }
+
+    #[test]
+    fn config_defaults_are_fineweb() {
+        let c: Config = toml::from_str("").expect("empty config");
+        assert_eq!(c.min_score, 0.65);
+        assert!(c.languages.is_empty());
+        assert!(toml::from_str::<Config>("min_scor = 0.5").is_err());
+    }
+}
