@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 
 pub use model::{LID176_FTZ_SHA256, Model, SETUP_COMMAND};
 
+/// Prefix of fastText labels.
+const LABEL_PREFIX: &str = "__label__";
+
 /// Where scripts/fetch-models.sh caches lid.176.ftz.
 pub const DEFAULT_MODEL: &str = ".cache/models/lid.176.ftz";
 
@@ -93,10 +96,14 @@ pub struct Prediction {
 /// of the line as fastText's own Python binding does, so scores match it exactly; NUL
 /// bytes, which C strings cannot hold, become spaces too.
 fn prepare(text: &str) -> String {
-    let mut s: String = text
-        .chars()
-        .map(|c| if c == '\n' || c == '\0' { ' ' } else { c })
-        .collect();
+    let mut s = String::with_capacity(text.len() + 1);
+    let mut rest = text;
+    while let Some(i) = rest.find(['\n', '\0']) {
+        s.push_str(&rest[..i]);
+        s.push(' ');
+        rest = &rest[i + 1..];
+    }
+    s.push_str(rest);
     s.push('\n');
     s
 }
@@ -155,9 +162,15 @@ impl LangId {
         match self.model.fasttext.predict(&prepare(text), k, threshold) {
             Ok(preds) => preds
                 .into_iter()
-                .map(|p| Prediction {
-                    label: p.label.trim_start_matches("__label__").to_string(),
-                    score: p.prob,
+                .map(|p| {
+                    let mut label = p.label;
+                    if label.starts_with(LABEL_PREFIX) {
+                        label.drain(..LABEL_PREFIX.len());
+                    }
+                    Prediction {
+                        label,
+                        score: p.prob,
+                    }
                 })
                 .collect(),
             Err(_) => Vec::new(),
