@@ -311,8 +311,8 @@ fn process_input(
 
     for batch in step.source.read(storage, p.meta, &p.relative)? {
         let batch = batch?;
-        for reason in &batch.drops {
-            stats.drop(reason);
+        for (reason, n) in &batch.drops {
+            stats.drop_n(reason, *n);
         }
         if let Some(problem) = &batch.problem {
             tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
@@ -345,7 +345,7 @@ fn process_input(
                 }
             }
         }
-        progress.docs(docs.len() as u64 + batch.drops.len() as u64);
+        progress.docs(docs.len() as u64 + batch.drops.iter().map(|(_, n)| n).sum::<u64>());
         for (rel, (rows, reasons)) in &routes {
             let chosen: Vec<&Document> = rows.iter().map(|&i| &docs[i as usize]).collect();
             let rejected = *rel == rej_rel;

@@ -19,18 +19,18 @@ pub struct DocBatch {
     /// Input columns no document field names, one row per document, carried to the
     /// output unchanged.
     pub carry: Option<RecordBatch>,
-    /// Records of this stretch of input that could not become documents, by reason.
-    /// Each counts as one document in and one dropped.
-    pub drops: Vec<&'static str>,
+    /// Records of this stretch of input that could not become documents: a reason and
+    /// how many records. Each record counts as one document in and one dropped.
+    pub drops: Vec<(&'static str, u64)>,
     /// Details of a problem that ended the input early (logged, not fatal).
     pub problem: Option<String>,
 }
 
 impl DocBatch {
-    /// A batch saying the rest of the input is unreadable.
-    pub fn corrupt(reason: &'static str, detail: &str) -> Self {
+    /// A batch saying `records` records (at least one) of the input are unreadable.
+    pub fn corrupt(reason: &'static str, records: u64, detail: &str) -> Self {
         DocBatch {
-            drops: vec![reason],
+            drops: vec![(reason, records.max(1))],
             problem: Some(detail.to_string()),
             ..Default::default()
         }
@@ -97,6 +97,7 @@ impl Source for DocumentSource {
                     Ok(reader) => Box::new(reader),
                     Err(detail) => Box::new(std::iter::once(Ok(DocBatch::corrupt(
                         "corrupt_parquet",
+                        1,
                         &format!("{url}: {detail}"),
                     )))),
                 },

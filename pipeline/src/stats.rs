@@ -23,8 +23,13 @@ pub struct Stats {
 impl Stats {
     /// Counts one dropped document.
     pub fn drop(&mut self, reason: &str) {
-        self.docs_in += 1;
-        *self.drops.entry(reason.to_string()).or_default() += 1;
+        self.drop_n(reason, 1);
+    }
+
+    /// Counts `n` dropped documents.
+    pub fn drop_n(&mut self, reason: &str, n: u64) {
+        self.docs_in += n;
+        *self.drops.entry(reason.to_string()).or_default() += n;
     }
 
     /// Counts one kept document.

@@ -144,7 +144,7 @@ impl JsonlReader {
                     } else {
                         "corrupt_compression"
                     };
-                    drops.push(reason);
+                    drops.push((reason, 1));
                     problem = Some(format!("{} after line {}: {e}", self.url, self.line_no));
                     break;
                 }
@@ -155,7 +155,7 @@ impl JsonlReader {
                     self.done = true;
                     break;
                 }
-                Line::TooLong => drops.push("oversized_record"),
+                Line::TooLong => drops.push(("oversized_record", 1)),
                 Line::Complete => {
                     if self.line.iter().all(u8::is_ascii_whitespace) {
                         self.line_no -= 1;
@@ -169,7 +169,7 @@ impl JsonlReader {
                             docs.push(doc);
                             metadata.push(meta);
                         }
-                        Err(reason) => drops.push(reason),
+                        Err(reason) => drops.push((reason, 1)),
                     }
                 }
             }

@@ -252,6 +252,7 @@ pub struct ParquetReader {
     next_row_group: usize,
     current: Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>,
     row: u64,
+    row_group_end: u64,
     failed: bool,
     batch_rows: usize,
 }
@@ -304,6 +305,7 @@ impl ParquetReader {
             next_row_group: 0,
             current: None,
             row: 0,
+            row_group_end: 0,
             failed: false,
             batch_rows,
         }))
@@ -336,6 +338,27 @@ impl ParquetReader {
         Ok(())
     }
 
+    /// A broken row group: a storage failure stops the input; bad data drops the rows
+    /// of this row group not yet read (counted row for row) and reading goes on with the
+    /// next row group.
+    fn broken(&mut self, e: &(dyn std::error::Error + 'static)) -> Result<DocBatch> {
+        self.current = None;
+        if let Some(message) = storage_failure(e) {
+            self.failed = true;
+            return Err(Error::Input {
+                url: self.url.clone(),
+                message,
+            });
+        }
+        let lost = self.row_group_end.saturating_sub(self.row);
+        self.row = self.row_group_end;
+        Ok(DocBatch::corrupt(
+            "corrupt_parquet",
+            lost,
+            &format!("{}: row group {}: {e}", self.url, self.next_row_group - 1),
+        ))
+    }
+
     fn next_batch(&mut self) -> Option<Result<DocBatch>> {
         loop {
             if self.failed {
@@ -348,16 +371,7 @@ impl ParquetReader {
                         self.row += batch.num_rows() as u64;
                         return Some(Ok(convert(&batch, &self.relative, &self.url, first_row)));
                     }
-                    Some(Err(e)) => {
-                        self.failed = true;
-                        return Some(match storage_failure(&e) {
-                            Some(message) => Err(Error::Input {
-                                url: self.url.clone(),
-                                message,
-                            }),
-                            None => Ok(DocBatch::corrupt("corrupt_parquet", &e.to_string())),
-                        });
-                    }
+                    Some(Err(e)) => return Some(self.broken(&e)),
                     None => self.current = None,
                 }
             }
@@ -367,15 +381,10 @@ impl ParquetReader {
             }
             let rg = self.next_row_group;
             self.next_row_group += 1;
+            let rows = self.metadata.metadata().row_group(rg).num_rows().max(0) as u64;
+            self.row_group_end = self.row + rows;
             if let Err(e) = self.open_row_group(rg) {
-                self.failed = true;
-                return Some(match storage_failure(&e) {
-                    Some(message) => Err(Error::Input {
-                        url: self.url.clone(),
-                        message,
-                    }),
-                    None => Ok(DocBatch::corrupt("corrupt_parquet", &e.to_string())),
-                });
+                return Some(self.broken(&e));
             }
         }
     }
@@ -471,7 +480,8 @@ fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> Do
                 None => {
                     return DocBatch::corrupt(
                         "bad_schema",
-                        &format!("column {name} has type {}", a.data_type()),
+                        batch.num_rows() as u64,
+                        &format!("{url}: column {name} has type {}", a.data_type()),
                     );
                 }
             },
@@ -489,7 +499,7 @@ fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> Do
     let mut drops = Vec::new();
     for i in 0..batch.num_rows() {
         let Some(text) = s(1, i) else {
-            drops.push("missing_text");
+            drops.push(("missing_text", 1));
             keep.push(false);
             continue;
         };
@@ -519,6 +529,7 @@ fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> Do
             annotations: Vec::new(),
         });
     }
+    let rows = batch.num_rows() as u64;
     let carried: Vec<usize> = schema
         .fields()
         .iter()
@@ -537,10 +548,10 @@ fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> Do
                     &BooleanArray::from(keep),
                 ) {
                     Ok(filtered) => Some(filtered),
-                    Err(e) => return DocBatch::corrupt("bad_schema", &e.to_string()),
+                    Err(e) => return DocBatch::corrupt("bad_schema", rows, &e.to_string()),
                 }
             }
-            Err(e) => return DocBatch::corrupt("bad_schema", &e.to_string()),
+            Err(e) => return DocBatch::corrupt("bad_schema", rows, &e.to_string()),
         }
     };
     DocBatch {

@@ -466,3 +466,57 @@ fn runs_from_and_to_s3() {
     .expect("S3 rerun");
     assert!(again.processed.is_empty(), "S3 rerun is a no-op");
 }
+
+#[test]
+fn a_corrupt_row_group_is_counted_row_for_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A shard of several row groups (tiny row group size), then zeros over its middle.
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("docs.jsonl"), jsonl(12, 3000)).expect("write");
+    let make = Step {
+        name: "copy".into(),
+        stages: Vec::new(),
+        source: Box::new(DocumentSource::default()),
+        config_hash: String::new(),
+        shard: ShardOptions {
+            row_group_bytes: 8 << 10,
+            ..ShardOptions::default()
+        },
+        partition: None,
+    };
+    let shard_dir = dir.path().join("shard");
+    run(
+        &make,
+        &Storage::new(),
+        &RunOptions::new(Location::Local(src), Location::Local(shard_dir.clone())),
+    )
+    .expect("make shard");
+    let mut bytes = std::fs::read(shard_dir.join("docs.parquet")).expect("read shard");
+    let middle = bytes.len() / 2;
+    bytes[middle..middle + 4096].fill(0);
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).expect("mkdir");
+    std::fs::write(input.join("docs.parquet"), &bytes).expect("write corrupt shard");
+
+    let report = run(
+        &test_step(0),
+        &Storage::new(),
+        &RunOptions::new(
+            Location::Local(input),
+            Location::Local(dir.path().join("out")),
+        ),
+    )
+    .expect("a corrupt row group does not fail the task");
+    let s = &report.stats;
+    assert!(s.balanced());
+    assert_eq!(
+        s.docs_in, 3000,
+        "every row of the footer is accounted for: {s:?}"
+    );
+    let lost = s.drops.get("corrupt_parquet").copied().unwrap_or(0);
+    assert!(
+        lost > 0 && lost < 3000,
+        "rows before the damage survive, the rest are counted: {s:?}"
+    );
+}

@@ -128,7 +128,7 @@ fn read_jsonl(name: &str, bytes: &[u8]) -> (Vec<Document>, Vec<Option<String>>, 
             );
         }
         docs.extend(batch.docs);
-        drops.extend(batch.drops);
+        drops.extend(batch.drops.iter().map(|(reason, _)| *reason));
     }
     (docs, meta, drops)
 }
