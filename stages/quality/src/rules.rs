@@ -1,0 +1,644 @@
+//! The published heuristic rules, each returning the reason of the first rule a
+//! document breaks. Ratios count Unicode scalar values, as the reference (Python)
+//! implementations do.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher};
+
+use serde::{Deserialize, Serialize};
+
+use crate::punctuation::{PUNCTUATION, TERMINAL};
+use crate::words::split_words;
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn is_terminal(c: char) -> bool {
+    TERMINAL.binary_search(&c).is_ok()
+}
+
+fn is_punctuation(c: char) -> bool {
+    PUNCTUATION.binary_search(&c).is_ok() || is_terminal(c)
+}
+
+/// (count of repeated elements, characters in repeated elements), counting an element
+/// as repeated from its second occurrence on.
+fn duplicates<'a>(items: impl Iterator<Item = &'a str>) -> (usize, usize) {
+    let mut seen = HashSet::new();
+    let (mut n, mut c) = (0, 0);
+    for item in items {
+        if !seen.insert(item) {
+            n += 1;
+            c += chars(item);
+        }
+    }
+    (n, c)
+}
+
+/// Python's `str.splitlines()`.
+fn splitlines(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let brk = matches!(
+            c,
+            '\n' | '\r'
+                | '\u{b}'
+                | '\u{c}'
+                | '\u{1c}'
+                | '\u{1d}'
+                | '\u{1e}'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if brk {
+            out.push(&text[start..i]);
+            let mut end = i + c.len_utf8();
+            if c == '\r' && it.peek().map(|(_, n)| *n) == Some('\n') {
+                it.next();
+                end += 1;
+            }
+            start = end;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// Gopher repetition rules (Rae et al. 2021, Table A1; datatrove `GopherRepetitionFilter`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GopherRepetition {
+    pub enabled: bool,
+    /// Fraction of paragraphs that repeat an earlier one: 0.30 (Gopher).
+    pub dup_para_frac: f64,
+    /// Fraction of characters in repeated paragraphs: 0.20 (Gopher).
+    pub dup_para_char_frac: f64,
+    /// Fraction of lines that repeat an earlier one: 0.30 (Gopher).
+    pub dup_line_frac: f64,
+    /// Fraction of characters in repeated lines: 0.20 (Gopher).
+    pub dup_line_char_frac: f64,
+    /// Most frequent n-gram's character share, for n = 2, 3, 4: 0.20, 0.18, 0.16 (Gopher).
+    pub top_ngram_char_frac: Vec<(usize, f64)>,
+    /// Characters in repeated n-grams, n = 5..10: 0.15 down to 0.10 (Gopher).
+    pub dup_ngram_char_frac: Vec<(usize, f64)>,
+}
+
+impl Default for GopherRepetition {
+    fn default() -> Self {
+        GopherRepetition {
+            enabled: true,
+            dup_para_frac: 0.3,
+            dup_para_char_frac: 0.2,
+            dup_line_frac: 0.3,
+            dup_line_char_frac: 0.2,
+            top_ngram_char_frac: vec![(2, 0.2), (3, 0.18), (4, 0.16)],
+            dup_ngram_char_frac: vec![
+                (5, 0.15),
+                (6, 0.14),
+                (7, 0.13),
+                (8, 0.12),
+                (9, 0.11),
+                (10, 0.10),
+            ],
+        }
+    }
+}
+
+fn split_paragraphs(text: &str) -> Vec<&str> {
+    // Paragraphs are separated by two or more newlines.
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("\n\n") {
+        out.push(&rest[..i]);
+        rest = rest[i..].trim_start_matches('\n');
+    }
+    out.push(rest);
+    out
+}
+
+fn split_line_runs(text: &str) -> Vec<&str> {
+    // Lines separated by runs of newlines; leading/trailing runs give empty lines.
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('\n') {
+        out.push(&rest[..i]);
+        rest = rest[i..].trim_start_matches('\n');
+    }
+    out.push(rest);
+    out
+}
+
+fn top_ngram_chars(words: &[&str], n: usize) -> Option<usize> {
+    if words.len() < n {
+        return None;
+    }
+    let mut counts: HashMap<&[&str], (usize, usize)> = HashMap::new();
+    for (i, gram) in words.windows(n).enumerate() {
+        counts.entry(gram).or_insert((0, i)).0 += 1;
+    }
+    let (gram, (count, _)) = counts
+        .into_iter()
+        .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(&a.1.1)))?;
+    let len: usize = gram.iter().map(|w| chars(w)).sum::<usize>() + n - 1;
+    Some(len * count)
+}
+
+fn repeated_ngram_chars(words: &[&str], n: usize) -> usize {
+    // n-grams compared as their concatenation (no separator), greedy left to right.
+    let state = std::collections::hash_map::RandomState::new();
+    let key = |gram: &[&str]| {
+        let mut h = state.build_hasher();
+        for w in gram {
+            h.write(w.as_bytes());
+        }
+        h.finish()
+    };
+    let mut seen = HashSet::new();
+    let (mut repeated, mut i) = (0, 0);
+    while n > 0 && i + n <= words.len() {
+        let gram = &words[i..i + n];
+        if seen.insert(key(gram)) {
+            i += 1;
+        } else {
+            repeated += gram.iter().map(|w| chars(w)).sum::<usize>();
+            i += n;
+        }
+    }
+    repeated
+}
+
+impl GopherRepetition {
+    pub fn check(&self, text: &str) -> Option<&'static str> {
+        if text.is_empty() {
+            return Some("empty");
+        }
+        let len = chars(text) as f64;
+        let paragraphs = split_paragraphs(text.trim());
+        let (n, c) = duplicates(paragraphs.iter().copied());
+        if n as f64 / paragraphs.len() as f64 > self.dup_para_frac {
+            return Some("dup_para_frac");
+        }
+        if c as f64 / len > self.dup_para_char_frac {
+            return Some("dup_para_char_frac");
+        }
+        let lines = split_line_runs(text);
+        let (n, c) = duplicates(lines.iter().copied());
+        if n as f64 / lines.len() as f64 > self.dup_line_frac {
+            return Some("dup_line_frac");
+        }
+        if c as f64 / len > self.dup_line_char_frac {
+            return Some("dup_line_char_frac");
+        }
+        let words = split_words(text);
+        for &(n, frac) in &self.top_ngram_char_frac {
+            if let Some(top) = top_ngram_chars(&words, n)
+                && top as f64 / len > frac
+            {
+                return Some(match n {
+                    2 => "top_2_gram",
+                    3 => "top_3_gram",
+                    4 => "top_4_gram",
+                    _ => "top_n_gram",
+                });
+            }
+        }
+        for &(n, frac) in &self.dup_ngram_char_frac {
+            if repeated_ngram_chars(&words, n) as f64 / len > frac {
+                return Some(match n {
+                    5 => "duplicated_5_n_grams",
+                    6 => "duplicated_6_n_grams",
+                    7 => "duplicated_7_n_grams",
+                    8 => "duplicated_8_n_grams",
+                    9 => "duplicated_9_n_grams",
+                    10 => "duplicated_10_n_grams",
+                    _ => "duplicated_n_grams",
+                });
+            }
+        }
+        None
+    }
+}
+
+/// Gopher quality rules (Rae et al. 2021, section A1; datatrove `GopherQualityFilter`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GopherQuality {
+    pub enabled: bool,
+    /// Fewer non-symbol words than this: 50 (Gopher).
+    pub min_doc_words: usize,
+    /// More non-symbol words than this: 100,000 (Gopher).
+    pub max_doc_words: usize,
+    /// Mean word length bounds: 3 to 10 characters (Gopher).
+    pub min_avg_word_length: f64,
+    pub max_avg_word_length: f64,
+    /// `#` or ellipses per word: 0.1 (Gopher).
+    pub max_symbol_word_ratio: f64,
+    /// Lines starting with a bullet: 0.9 (Gopher).
+    pub max_bullet_lines_ratio: f64,
+    /// Lines ending with an ellipsis: 0.3 (Gopher).
+    pub max_ellipsis_lines_ratio: f64,
+    /// Minimum share of words with an alphabetic character: 0.8 (Gopher).
+    pub min_alpha_words_ratio: f64,
+    /// Minimum distinct stop words present: 2 (Gopher).
+    pub min_stop_words: usize,
+    /// Gopher's stop words.
+    pub stop_words: Vec<String>,
+}
+
+impl Default for GopherQuality {
+    fn default() -> Self {
+        GopherQuality {
+            enabled: true,
+            min_doc_words: 50,
+            max_doc_words: 100_000,
+            min_avg_word_length: 3.0,
+            max_avg_word_length: 10.0,
+            max_symbol_word_ratio: 0.1,
+            max_bullet_lines_ratio: 0.9,
+            max_ellipsis_lines_ratio: 0.3,
+            min_alpha_words_ratio: 0.8,
+            min_stop_words: 2,
+            stop_words: ["the", "be", "to", "of", "and", "that", "have", "with"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+impl GopherQuality {
+    pub fn check(&self, text: &str) -> Option<&'static str> {
+        let words = split_words(text);
+        let n_words = words.len();
+        let non_symbol: Vec<&str> = words
+            .iter()
+            .copied()
+            .filter(|w| w.chars().any(|c| !is_punctuation(c)))
+            .collect();
+        if non_symbol.len() < self.min_doc_words {
+            return Some("gopher_short_doc");
+        }
+        if non_symbol.len() > self.max_doc_words {
+            return Some("gopher_long_doc");
+        }
+        let mean =
+            non_symbol.iter().map(|w| chars(w)).sum::<usize>() as f64 / non_symbol.len() as f64;
+        if mean < self.min_avg_word_length {
+            return Some("gopher_below_avg_threshold");
+        }
+        if mean > self.max_avg_word_length {
+            return Some("gopher_above_avg_threshold");
+        }
+        let n = n_words as f64;
+        if text.matches('#').count() as f64 / n > self.max_symbol_word_ratio {
+            return Some("gopher_too_many_hashes");
+        }
+        if (text.matches("...").count() + text.matches('…').count()) as f64 / n
+            > self.max_symbol_word_ratio
+        {
+            return Some("gopher_too_many_ellipsis");
+        }
+        let lines = splitlines(text);
+        let nl = lines.len().max(1) as f64;
+        let bullets = lines
+            .iter()
+            .filter(|l| {
+                let l = l.trim_start();
+                l.starts_with('•') || l.starts_with('-')
+            })
+            .count();
+        if bullets as f64 / nl > self.max_bullet_lines_ratio {
+            return Some("gopher_too_many_bullets");
+        }
+        let ellipsis = lines
+            .iter()
+            .filter(|l| {
+                let l = l.trim_end();
+                l.ends_with("...") || l.ends_with('…')
+            })
+            .count();
+        if ellipsis as f64 / nl > self.max_ellipsis_lines_ratio {
+            return Some("gopher_too_many_end_ellipsis");
+        }
+        let alpha = words
+            .iter()
+            .filter(|w| w.chars().any(char::is_alphabetic))
+            .count();
+        if (alpha as f64) / n < self.min_alpha_words_ratio {
+            return Some("gopher_below_alpha_threshold");
+        }
+        let present: HashSet<&str> = words.iter().copied().collect();
+        let stop = self
+            .stop_words
+            .iter()
+            .filter(|s| present.contains(s.as_str()))
+            .count();
+        if stop < self.min_stop_words {
+            return Some("gopher_enough_stop_words");
+        }
+        None
+    }
+}
+
+/// C4 rules (Raffel et al. 2020; datatrove `C4QualityFilter`): lines without terminal
+/// punctuation, with fewer than 3 words, with a word over 1,000 characters, mentioning
+/// javascript or a policy/cookie phrase are removed; a page with "lorem ipsum" or a curly
+/// bracket, or with fewer than 5 sentences left, is dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct C4 {
+    pub enabled: bool,
+    pub remove_citations: bool,
+    pub filter_no_terminal_punct: bool,
+    /// Minimum sentences left: 5 (C4).
+    pub min_num_sentences: usize,
+    /// Minimum words per line: 3 (C4).
+    pub min_words_per_line: usize,
+    /// Longest word allowed in a line: 1,000 characters (C4's code).
+    pub max_word_length: usize,
+    pub filter_lorem_ipsum: bool,
+    pub filter_javascript: bool,
+    pub filter_curly_bracket: bool,
+    pub filter_policy: bool,
+}
+
+impl Default for C4 {
+    fn default() -> Self {
+        C4 {
+            enabled: true,
+            remove_citations: true,
+            filter_no_terminal_punct: true,
+            min_num_sentences: 5,
+            min_words_per_line: 3,
+            max_word_length: 1000,
+            filter_lorem_ipsum: true,
+            filter_javascript: true,
+            filter_curly_bracket: true,
+            filter_policy: true,
+        }
+    }
+}
+
+const POLICY: [&str; 6] = [
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+];
+
+/// Removes Wikipedia-style citations: `[12]`, `[]`, `[edit]`, `[citation needed]`.
+fn remove_citations(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find('[') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let close = after.find(']');
+        let citation = close.is_some_and(|j| {
+            let inner = &after[..j];
+            inner.chars().all(|c| c.is_ascii_digit())
+                || inner == "edit"
+                || inner == "citation needed"
+        });
+        match (citation, close) {
+            (true, Some(j)) => rest = &after[j + 1..],
+            _ => {
+                out.push('[');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Sentences in a line, counted as spaCy's sentencizer splits them: a new sentence
+/// starts at the first word after a token that is a single sentence-ending character.
+fn count_sentences(line: &str) -> usize {
+    let tokens = split_words(line);
+    if tokens.is_empty() {
+        return 0;
+    }
+    let mut sentences = 1;
+    let mut seen_end = false;
+    for t in tokens {
+        let mut it = t.chars();
+        let single_end = matches!((it.next(), it.next()), (Some(c), None) if is_terminal(c));
+        let punct = t.chars().all(is_punctuation);
+        if seen_end && !punct && !single_end {
+            sentences += 1;
+            seen_end = false;
+        } else if single_end {
+            seen_end = true;
+        }
+    }
+    sentences
+}
+
+impl C4 {
+    /// Removes lines; returns the new text, or the reason the page is dropped.
+    pub fn apply(&self, text: &str) -> Result<Option<String>, &'static str> {
+        let mut kept: Vec<String> = Vec::new();
+        let mut sentences = 0;
+        for raw in splitlines(text) {
+            let line = raw.trim();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.iter().any(|w| chars(w) > self.max_word_length) {
+                continue;
+            }
+            let line = if self.remove_citations {
+                remove_citations(line)
+            } else {
+                line.to_string()
+            };
+            if self.filter_no_terminal_punct
+                && (!line.ends_with(['.', '?', '!', '"', '\'']) || line.ends_with("..."))
+            {
+                continue;
+            }
+            if words.len() < self.min_words_per_line {
+                continue;
+            }
+            let lower = line.to_lowercase();
+            if self.filter_lorem_ipsum && lower.contains("lorem ipsum") {
+                return Err("lorem_ipsum");
+            }
+            if self.filter_javascript && lower.contains("javascript") {
+                continue;
+            }
+            if self.filter_curly_bracket && line.contains('{') {
+                return Err("curly_bracket");
+            }
+            if self.filter_policy && POLICY.iter().any(|p| lower.contains(p)) {
+                continue;
+            }
+            sentences += count_sentences(&line);
+            kept.push(line);
+        }
+        if sentences < self.min_num_sentences {
+            return Err("too_few_sentences");
+        }
+        let joined = kept.join("\n").trim().to_string();
+        Ok((joined != text).then_some(joined))
+    }
+}
+
+/// FineWeb's own rules (Penedo et al. 2024; datatrove `FineWebQualityFilter`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FineWeb {
+    pub enabled: bool,
+    /// Minimum share of lines ending in terminal punctuation: 0.12 (FineWeb).
+    pub line_punct_thr: f64,
+    /// Maximum share of lines of at most `short_line_length` characters: 0.67 (FineWeb).
+    pub short_line_thr: f64,
+    pub short_line_length: usize,
+    /// Maximum share of characters in duplicated lines: 0.01 (FineWeb).
+    pub char_duplicates_ratio: f64,
+    /// Maximum newlines per word: 0.3 (FineWeb).
+    pub new_line_ratio: f64,
+}
+
+impl Default for FineWeb {
+    fn default() -> Self {
+        FineWeb {
+            enabled: true,
+            line_punct_thr: 0.12,
+            short_line_thr: 0.67,
+            short_line_length: 30,
+            char_duplicates_ratio: 0.01,
+            new_line_ratio: 0.3,
+        }
+    }
+}
+
+impl FineWeb {
+    pub fn check(&self, text: &str) -> Option<&'static str> {
+        let lines: Vec<&str> = text.split('\n').filter(|l| !l.trim().is_empty()).collect();
+        if lines.is_empty() {
+            return Some("empty");
+        }
+        let n = lines.len() as f64;
+        let punct = lines
+            .iter()
+            .filter(|l| l.chars().next_back().is_some_and(is_terminal))
+            .count();
+        if (punct as f64) / n < self.line_punct_thr {
+            return Some("line_punct_ratio");
+        }
+        let short = lines
+            .iter()
+            .filter(|l| chars(l) <= self.short_line_length)
+            .count();
+        if short as f64 / n > self.short_line_thr {
+            return Some("short_line_ratio");
+        }
+        let (_, dup_chars) = duplicates(lines.iter().copied());
+        let body = text.chars().filter(|&c| c != '\n').count().max(1);
+        if dup_chars as f64 / body as f64 > self.char_duplicates_ratio {
+            return Some("char_dup_ratio");
+        }
+        let words = split_words(text).len().max(1);
+        if text.matches('\n').count() as f64 / words as f64 > self.new_line_ratio {
+            return Some("list_ratio");
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SENTENCES: [&str; 8] = [
+        "The council approved the budget for the new library after a long debate.",
+        "Residents have asked for more frequent buses on the northern routes.",
+        "The festival will return to the old harbour at the end of June.",
+        "Scientists measured the temperature of the lake every morning for a year.",
+        "Our team tested twelve laptops to find the best one for students.",
+        "She started the company in her garage with a single sewing machine.",
+        "Heavy rain is expected across the region on Thursday night.",
+        "The museum has opened a new wing dedicated to local history and to the people of the valley.",
+    ];
+
+    fn prose(sentences: usize) -> String {
+        SENTENCES[..sentences].join("\n")
+    }
+
+    #[test]
+    fn repetition() {
+        let r = GopherRepetition::default();
+        assert_eq!(r.check(""), Some("empty"));
+        assert_eq!(r.check(&prose(8)), None);
+        let repeated = ["same line here."; 10].join("\n");
+        assert_eq!(r.check(&repeated), Some("dup_line_frac"));
+        let paras = ["a paragraph that repeats itself."; 5].join("\n\n");
+        assert_eq!(r.check(&paras), Some("dup_para_frac"));
+        assert_eq!(r.check(&"buy now ".repeat(50)), Some("top_2_gram"));
+    }
+
+    #[test]
+    fn quality() {
+        let q = GopherQuality::default();
+        assert_eq!(q.check("too short"), Some("gopher_short_doc"));
+        assert_eq!(q.check(&prose(8)), None);
+        let hashes = format!("{} {}", prose(8), "#tag ".repeat(20));
+        assert_eq!(q.check(&hashes), Some("gopher_too_many_hashes"));
+        let bullets = SENTENCES.map(|s| format!("- {s}")).join("\n");
+        assert_eq!(q.check(&bullets), Some("gopher_too_many_bullets"));
+        let no_stop = "apple banana cherry ".repeat(30);
+        assert_eq!(q.check(&no_stop), Some("gopher_enough_stop_words"));
+    }
+
+    #[test]
+    fn c4_removes_lines_and_drops_pages() {
+        let c4 = C4::default();
+        let text = format!(
+            "{}\nMenu\nPlease enable JavaScript to view this site.\nRead our privacy policy here.",
+            prose(6)
+        );
+        assert_eq!(c4.apply(&text), Ok(Some(prose(6))));
+        assert_eq!(c4.apply(&prose(3)), Err("too_few_sentences"));
+        assert_eq!(
+            c4.apply(&format!("{}\nLorem ipsum dolor sit amet.", prose(6))),
+            Err("lorem_ipsum")
+        );
+        assert_eq!(
+            c4.apply(&format!("{}\nvar x = {{ a: 1 }}.", prose(6))),
+            Err("curly_bracket")
+        );
+        assert_eq!(
+            remove_citations("Paris[1] is big[citation needed]."),
+            "Paris is big."
+        );
+    }
+
+    #[test]
+    fn fineweb() {
+        let f = FineWeb::default();
+        assert_eq!(f.check(&prose(8)), None);
+        let short = (0..10)
+            .map(|i| format!("Home {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(f.check(&short), Some("line_punct_ratio"));
+        let dup = format!(
+            "{}\nThe same closing line appears twice here.\nThe same closing line appears twice here.",
+            prose(3)
+        );
+        assert_eq!(f.check(&dup), Some("char_dup_ratio"));
+    }
+
+    #[test]
+    fn python_splitlines() {
+        assert_eq!(splitlines("a\r\nb\rc\n"), ["a", "b", "c"]);
+        assert_eq!(splitlines("a\n\nb"), ["a", "", "b"]);
+    }
+}

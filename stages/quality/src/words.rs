@@ -1,0 +1,357 @@
+//! Word splitting.
+//!
+//! For scripts with spaces the rules follow the English tokenizer that datatrove's
+//! filters use (spaCy's `blank("en")`), closely enough that the quality decisions match:
+//! split on whitespace; peel opening punctuation, quotes and currency signs off the
+//! front and closing punctuation, quotes, `'s` and sentence periods off the back (a
+//! period stays on abbreviations such as `U.S.`, `e.g.`, `Mr.`); split contractions
+//! (`don't` → `do n't`, `I'm` → `I 'm`); split hyphens, slashes and commas between
+//! letters; keep URLs whole. Scripts written without spaces (Han, Hiragana, Katakana,
+//! Thai, Lao, Khmer, Myanmar) have no reliable word boundary without a dictionary; each
+//! of their characters counts as one word, which keeps the word-based rules meaningful
+//! (a CJK document of 50 characters has 50 "words").
+
+/// Characters peeled off the front of a word.
+fn is_prefix(c: char) -> bool {
+    matches!(
+        c,
+        '§' | '%'
+            | '='
+            | '—'
+            | '–'
+            | '+'
+            | '"'
+            | '\''
+            | '“'
+            | '”'
+            | '‘'
+            | '’'
+            | '«'
+            | '»'
+            | '„'
+            | '('
+            | '['
+            | '{'
+            | '<'
+            | '>'
+            | ')'
+            | ']'
+            | '}'
+            | '¿'
+            | '¡'
+            | '$'
+            | '£'
+            | '€'
+            | '¥'
+            | '₹'
+            | '#'
+            | '&'
+            | '*'
+            | '…'
+            | ','
+            | ':'
+            | ';'
+            | '!'
+            | '?'
+            | '_'
+            | '·'
+            | '`'
+            | '~'
+    )
+}
+
+/// Characters peeled off the back of a word (the period has its own rule).
+fn is_suffix(c: char) -> bool {
+    matches!(
+        c,
+        ',' | ':'
+            | ';'
+            | '!'
+            | '?'
+            | '"'
+            | '\''
+            | '“'
+            | '”'
+            | '‘'
+            | '’'
+            | '«'
+            | '»'
+            | ')'
+            | ']'
+            | '}'
+            | '>'
+            | '<'
+            | '('
+            | '['
+            | '{'
+            | '…'
+            | '%'
+            | '*'
+            | '&'
+            | '#'
+            | '_'
+            | '—'
+            | '–'
+            | '`'
+            | '~'
+            | '¿'
+            | '¡'
+    )
+}
+
+/// Abbreviations that keep their period.
+const ABBREVIATIONS: [&str; 36] = [
+    "mr.", "mrs.", "ms.", "dr.", "prof.", "st.", "jr.", "sr.", "vs.", "etc.", "e.g.", "i.e.",
+    "a.m.", "p.m.", "inc.", "ltd.", "co.", "corp.", "jan.", "feb.", "mar.", "apr.", "jun.", "jul.",
+    "aug.", "sep.", "sept.", "oct.", "nov.", "dec.", "no.", "mt.", "ave.", "gen.", "gov.", "rev.",
+];
+
+/// Words with inner punctuation that stay whole.
+const KEPT_WHOLE: [&str; 3] = ["and/or", "w/o", "o.k."];
+
+/// Pronouns whose `'m 're 've 'll 'd` contractions are split.
+const CONTRACTING: [&str; 14] = [
+    "i", "you", "he", "she", "it", "we", "they", "that", "there", "what", "who", "where", "how",
+    "here",
+];
+
+fn unspaced(c: char) -> bool {
+    matches!(c as u32,
+        0x2E80..=0x2FDF | 0x3040..=0x30FF | 0x3100..=0x312F | 0x31A0..=0x31FF | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F
+        | 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF)
+}
+
+fn is_url(s: &str) -> bool {
+    let l = s.trim_start_matches(|c: char| is_prefix(c));
+    l.starts_with("http://") || l.starts_with("https://") || l.starts_with("www.")
+}
+
+/// Splits `text` into words (see the module docs).
+pub fn split_words(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for chunk in text.split_whitespace() {
+        split_chunk(chunk, &mut out);
+    }
+    out
+}
+
+fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
+    if chunk.chars().any(unspaced) {
+        let mut start = 0;
+        for (i, c) in chunk.char_indices() {
+            if unspaced(c) {
+                if start < i {
+                    split_chunk(&chunk[start..i], out);
+                }
+                out.push(&chunk[i..i + c.len_utf8()]);
+                start = i + c.len_utf8();
+            }
+        }
+        if start < chunk.len() {
+            split_chunk(&chunk[start..], out);
+        }
+        return;
+    }
+    if is_url(chunk) {
+        let trimmed = chunk.trim_end_matches(['.', ',', ')', ';', ':', '!', '?', '"', '\'']);
+        let lead = trimmed.len() - trimmed.trim_start_matches(|c: char| is_prefix(c)).len();
+        for (i, c) in trimmed[..lead].char_indices() {
+            out.push(&trimmed[i..i + c.len_utf8()]);
+        }
+        out.push(&trimmed[lead..]);
+        let rest = &chunk[trimmed.len()..];
+        for (i, c) in rest.char_indices() {
+            out.push(&rest[i..i + c.len_utf8()]);
+        }
+        return;
+    }
+    let mut s = chunk;
+    let mut tail: Vec<&'a str> = Vec::new();
+    loop {
+        if s.is_empty() {
+            break;
+        }
+        let lower = s.to_lowercase();
+        if ABBREVIATIONS.contains(&lower.as_str()) || KEPT_WHOLE.contains(&lower.as_str()) {
+            out.push(s);
+            break;
+        }
+        if s.len() > 1 {
+            // Ellipsis as a unit at either end.
+            if let Some(rest) = s.strip_prefix("...") {
+                out.push(&s[..3]);
+                s = rest;
+                continue;
+            }
+            if let Some(rest) = s.strip_suffix("...") {
+                tail.push(&s[rest.len()..]);
+                s = rest;
+                continue;
+            }
+            if let Some(c) = s.chars().next()
+                && is_prefix(c)
+            {
+                out.push(&s[..c.len_utf8()]);
+                s = &s[c.len_utf8()..];
+                continue;
+            }
+            if let Some(stem) = strip_possessive(s) {
+                tail.push(&s[stem.len()..]);
+                s = stem;
+                continue;
+            }
+            if let Some(c) = s.chars().next_back() {
+                if is_suffix(c) {
+                    tail.push(&s[s.len() - c.len_utf8()..]);
+                    s = &s[..s.len() - c.len_utf8()];
+                    continue;
+                }
+                if c == '.' && splits_period(&s[..s.len() - 1]) {
+                    tail.push(&s[s.len() - 1..]);
+                    s = &s[..s.len() - 1];
+                    continue;
+                }
+            }
+            if let Some((stem, clitic)) = contraction(s) {
+                out.push(stem);
+                out.push(clitic);
+                break;
+            }
+        }
+        split_infixes(s, out);
+        break;
+    }
+    out.extend(tail.into_iter().rev());
+}
+
+/// `'s` / `’s` at the end of a word longer than the clitic.
+fn strip_possessive(s: &str) -> Option<&str> {
+    for suffix in ["'s", "'S", "’s", "’S"] {
+        if let Some(stem) = s.strip_suffix(suffix)
+            && !stem.is_empty()
+        {
+            return Some(stem);
+        }
+    }
+    None
+}
+
+/// A sentence period splits after a lowercase letter, a digit, `%`, a closing quote or
+/// bracket, or two capitals; it stays on `U.S.`-like abbreviations.
+fn splits_period(before: &str) -> bool {
+    let mut rev = before.chars().rev();
+    let Some(last) = rev.next() else {
+        return false;
+    };
+    if before.contains('.') {
+        return false;
+    }
+    last.is_lowercase()
+        || last.is_ascii_digit()
+        || matches!(last, '%' | '²' | '-' | '+' | '"' | '\'' | ')' | ']')
+        || (last.is_uppercase() && rev.next().is_some_and(char::is_uppercase))
+        || (last.is_alphabetic() && !last.is_uppercase())
+}
+
+fn contraction(s: &str) -> Option<(&str, &str)> {
+    let lower = s.to_lowercase();
+    for clitic in ["n't", "n’t"] {
+        if lower.ends_with(clitic) && s.len() > clitic.len() {
+            let at = s.len() - clitic.len();
+            return Some((&s[..at], &s[at..]));
+        }
+    }
+    for clitic in [
+        "'m", "'re", "'ve", "'ll", "'d", "’m", "’re", "’ve", "’ll", "’d",
+    ] {
+        if let Some(stem) = lower.strip_suffix(clitic)
+            && CONTRACTING.contains(&stem)
+        {
+            let at = s.len() - clitic.len();
+            return Some((&s[..at], &s[at..]));
+        }
+    }
+    None
+}
+
+/// Splits hyphens, slashes, commas and colons between letters, and `+ - * ^` between
+/// digits, keeping the separator as its own word.
+fn split_infixes<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    let chars: Vec<(usize, char)> = s.char_indices().collect();
+    let mut start = 0;
+    for w in 1..chars.len().saturating_sub(1) {
+        let (i, c) = chars[w];
+        let prev = chars[w - 1].1;
+        let next = chars[w + 1].1;
+        let between_letters = prev.is_alphabetic() && next.is_alphabetic();
+        let split = match c {
+            '-' | '–' | '—' | '~' => {
+                (prev.is_alphanumeric() && next.is_alphabetic())
+                    || (prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-'))
+            }
+            '/' | ':' | '<' | '>' | '=' => (prev.is_alphanumeric()) && next.is_alphabetic(),
+            ',' => between_letters,
+            '+' | '*' | '^' => prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-'),
+            _ => false,
+        };
+        if split && i >= start {
+            if start < i {
+                out.push(&s[start..i]);
+            }
+            out.push(&s[i..i + c.len_utf8()]);
+            start = i + c.len_utf8();
+        }
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, expected: &[&str]) {
+        assert_eq!(split_words(text), expected, "{text:?}");
+    }
+
+    #[test]
+    fn english_like_spacy() {
+        check("Hello, world!", &["Hello", ",", "world", "!"]);
+        check("I don't know.", &["I", "do", "n't", "know", "."]);
+        check(
+            "I'm here (really).",
+            &["I", "'m", "here", "(", "really", ")", "."],
+        );
+        check(
+            "the U.S. and e.g. this",
+            &["the", "U.S.", "and", "e.g.", "this"],
+        );
+        check(
+            "John's well-known and/or",
+            &["John", "'s", "well", "-", "known", "and/or"],
+        );
+        check("\"Quoted\" text...", &["\"", "Quoted", "\"", "text", "..."]);
+        check(
+            "see https://example.com/a.html.",
+            &["see", "https://example.com/a.html", "."],
+        );
+        check(
+            "Mr. Smith paid $30.",
+            &["Mr.", "Smith", "paid", "$", "30", "."],
+        );
+        check("2020-2021", &["2020", "-", "2021"]);
+        check(
+            "40-page and/or 24/7",
+            &["40", "-", "page", "and/or", "24/7"],
+        );
+    }
+
+    #[test]
+    fn unspaced_scripts_count_characters() {
+        check("图书馆。", &["图", "书", "馆", "。"]);
+        check("東京 tower", &["東", "京", "tower"]);
+        check("ตลาดน้ำ", &["ต", "ล", "า", "ด", "น", "้", "ำ"]);
+    }
+}
