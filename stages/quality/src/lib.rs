@@ -40,25 +40,34 @@ impl Quality {
     /// `text` in place); `None` keeps the document.
     pub fn judge(&self, text: &mut String) -> Option<&'static str> {
         let c = &self.config;
-        if c.gopher_repetition.enabled
-            && let Some(reason) = c.gopher_repetition.check(text)
-        {
-            return Some(reason);
-        }
-        if c.gopher_quality.enabled
-            && let Some(reason) = c.gopher_quality.check(text)
-        {
-            return Some(reason);
+        // One word split serves every rule until C4 rewrites the text.
+        let mut word_count = None;
+        if c.gopher_repetition.enabled || c.gopher_quality.enabled {
+            let words = words::split_words(text);
+            word_count = Some(words.len());
+            if c.gopher_repetition.enabled
+                && let Some(reason) = c.gopher_repetition.check_words(text, &words)
+            {
+                return Some(reason);
+            }
+            if c.gopher_quality.enabled
+                && let Some(reason) = c.gopher_quality.check_words(text, &words)
+            {
+                return Some(reason);
+            }
         }
         if c.c4.enabled {
             match c.c4.apply(text) {
                 Err(reason) => return Some(reason),
-                Ok(Some(cleaned)) => *text = cleaned,
+                Ok(Some(cleaned)) => {
+                    *text = cleaned;
+                    word_count = None;
+                }
                 Ok(None) => {}
             }
         }
         if c.fineweb.enabled {
-            return c.fineweb.check(text);
+            return c.fineweb.check_words(text, word_count);
         }
         None
     }

@@ -2,8 +2,7 @@
 //! document breaks. Ratios count Unicode scalar values, as the reference (Python)
 //! implementations do.
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use serde::{Deserialize, Serialize};
 
@@ -134,39 +133,65 @@ fn split_line_runs(text: &str) -> Vec<&str> {
     out
 }
 
-fn top_ngram_chars(words: &[&str], n: usize) -> Option<usize> {
-    if words.len() < n {
+/// Characters of each word, and their running sums (`sums[i]` = characters before word i).
+fn char_sums(words: &[&str]) -> Vec<usize> {
+    let mut sums = Vec::with_capacity(words.len() + 1);
+    let mut total = 0;
+    sums.push(0);
+    for w in words {
+        total += chars(w);
+        sums.push(total);
+    }
+    sums
+}
+
+fn top_ngram_chars(words: &[&str], sums: &[usize], n: usize) -> Option<usize> {
+    if n == 0 || words.len() < n {
         return None;
     }
-    let mut counts: HashMap<&[&str], (usize, usize)> = HashMap::new();
+    let mut counts: HashMap<&[&str], (usize, usize)> = HashMap::with_capacity(words.len());
     for (i, gram) in words.windows(n).enumerate() {
         counts.entry(gram).or_insert((0, i)).0 += 1;
     }
-    let (gram, (count, _)) = counts
+    let (_, (count, first)) = counts
         .into_iter()
         .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(&a.1.1)))?;
-    let len: usize = gram.iter().map(|w| chars(w)).sum::<usize>() + n - 1;
+    // The n-gram joined with spaces, times its count.
+    let len = sums[first + n] - sums[first] + n - 1;
     Some(len * count)
 }
 
-fn repeated_ngram_chars(words: &[&str], n: usize) -> usize {
-    // n-grams compared as their concatenation (no separator), greedy left to right.
-    let state = std::collections::hash_map::RandomState::new();
-    let key = |gram: &[&str]| {
-        let mut h = state.build_hasher();
-        for w in gram {
-            h.write(w.as_bytes());
-        }
-        h.finish()
+/// Polynomial hash of a byte string; `h(xy) = h(x) * B^|y| + h(y)`, so n-grams compare
+/// as their concatenation (no separator), as the reference joins them.
+const BASE: u64 = 0x100_0000_01b3;
+
+fn word_hashes(words: &[&str]) -> Vec<(u64, u64)> {
+    words
+        .iter()
+        .map(|w| {
+            let (mut h, mut pow) = (0u64, 1u64);
+            for &b in w.as_bytes() {
+                h = h.wrapping_mul(BASE).wrapping_add(u64::from(b) + 1);
+                pow = pow.wrapping_mul(BASE);
+            }
+            (h, pow)
+        })
+        .collect()
+}
+
+fn repeated_ngram_chars(hashes: &[(u64, u64)], sums: &[usize], n: usize) -> usize {
+    let gram_hash = |i: usize| {
+        hashes[i..i + n]
+            .iter()
+            .fold(0u64, |acc, &(h, pow)| acc.wrapping_mul(pow).wrapping_add(h))
     };
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::with_capacity(hashes.len());
     let (mut repeated, mut i) = (0, 0);
-    while n > 0 && i + n <= words.len() {
-        let gram = &words[i..i + n];
-        if seen.insert(key(gram)) {
+    while n > 0 && i + n <= hashes.len() {
+        if seen.insert(gram_hash(i)) {
             i += 1;
         } else {
-            repeated += gram.iter().map(|w| chars(w)).sum::<usize>();
+            repeated += sums[i + n] - sums[i];
             i += n;
         }
     }
@@ -175,6 +200,11 @@ fn repeated_ngram_chars(words: &[&str], n: usize) -> usize {
 
 impl GopherRepetition {
     pub fn check(&self, text: &str) -> Option<&'static str> {
+        self.check_words(text, &split_words(text))
+    }
+
+    /// [`GopherRepetition::check`] with the words of `text` already split.
+    pub fn check_words(&self, text: &str, words: &[&str]) -> Option<&'static str> {
         if text.is_empty() {
             return Some("empty");
         }
@@ -195,9 +225,9 @@ impl GopherRepetition {
         if c as f64 / len > self.dup_line_char_frac {
             return Some("dup_line_char_frac");
         }
-        let words = split_words(text);
+        let sums = char_sums(words);
         for &(n, frac) in &self.top_ngram_char_frac {
-            if let Some(top) = top_ngram_chars(&words, n)
+            if let Some(top) = top_ngram_chars(words, &sums, n)
                 && top as f64 / len > frac
             {
                 return Some(match n {
@@ -208,8 +238,9 @@ impl GopherRepetition {
                 });
             }
         }
+        let hashes = word_hashes(words);
         for &(n, frac) in &self.dup_ngram_char_frac {
-            if repeated_ngram_chars(&words, n) as f64 / len > frac {
+            if repeated_ngram_chars(&hashes, &sums, n) as f64 / len > frac {
                 return Some(match n {
                     5 => "duplicated_5_n_grams",
                     6 => "duplicated_6_n_grams",
@@ -273,7 +304,11 @@ impl Default for GopherQuality {
 
 impl GopherQuality {
     pub fn check(&self, text: &str) -> Option<&'static str> {
-        let words = split_words(text);
+        self.check_words(text, &split_words(text))
+    }
+
+    /// [`GopherQuality::check`] with the words of `text` already split.
+    pub fn check_words(&self, text: &str, words: &[&str]) -> Option<&'static str> {
         let n_words = words.len();
         let non_symbol: Vec<&str> = words
             .iter()
@@ -521,6 +556,11 @@ impl Default for FineWeb {
 
 impl FineWeb {
     pub fn check(&self, text: &str) -> Option<&'static str> {
+        self.check_words(text, None)
+    }
+
+    /// [`FineWeb::check`]; `words` is the word count of `text` when already known.
+    pub fn check_words(&self, text: &str, words: Option<usize>) -> Option<&'static str> {
         let lines: Vec<&str> = text.split('\n').filter(|l| !l.trim().is_empty()).collect();
         if lines.is_empty() {
             return Some("empty");
@@ -545,7 +585,7 @@ impl FineWeb {
         if dup_chars as f64 / body as f64 > self.char_duplicates_ratio {
             return Some("char_dup_ratio");
         }
-        let words = split_words(text).len().max(1);
+        let words = words.unwrap_or_else(|| split_words(text).len()).max(1);
         if text.matches('\n').count() as f64 / words as f64 > self.new_line_ratio {
             return Some("list_ratio");
         }

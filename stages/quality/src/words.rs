@@ -172,8 +172,12 @@ fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
         if s.is_empty() {
             break;
         }
-        let lower = s.to_lowercase();
-        if ABBREVIATIONS.contains(&lower.as_str()) || KEPT_WHOLE.contains(&lower.as_str()) {
+        if (s.ends_with('.') || s.contains('/'))
+            && ABBREVIATIONS
+                .iter()
+                .chain(KEPT_WHOLE.iter())
+                .any(|a| a.eq_ignore_ascii_case(s))
+        {
             out.push(s);
             break;
         }

@@ -1,0 +1,63 @@
+//! Whole-stage speed on one core: documents/s of langid, quality, and the two fused, on
+//! the JSONL corpus named by `TOKENMILL_BENCH_CORPUS` (scripts/bench-filters.sh makes it
+//! and times datatrove on the same documents). Prints one JSON line of results.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::time::Instant;
+
+use pipeline::{Document, Stage, Storage, Verdict};
+
+fn main() {
+    let Ok(corpus) = std::env::var("TOKENMILL_BENCH_CORPUS") else {
+        eprintln!("TOKENMILL_BENCH_CORPUS unset: run scripts/bench-filters.sh");
+        return;
+    };
+    let file = std::fs::File::open(&corpus).expect("open corpus");
+    let docs: Vec<Document> = std::io::BufReader::new(file)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(&l.expect("line")).expect("json");
+            Document::new(
+                v["id"].as_str().unwrap_or_default(),
+                v["text"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let model = root.join(langid::DEFAULT_MODEL).display().to_string();
+    let langid = langid::LangId::new(
+        &Storage::new(),
+        &langid::Config {
+            model,
+            languages: vec!["en".into()],
+            ..langid::Config::default()
+        },
+    )
+    .expect("lid.176 (run scripts/fetch-models.sh)");
+    let quality = quality::Quality::new(quality::Config::default());
+
+    let time = |stages: &[&dyn Stage]| {
+        let mut work = docs.clone();
+        let start = Instant::now();
+        let mut kept = 0usize;
+        for doc in work.iter_mut() {
+            if stages.iter().all(|s| s.process(doc) == Verdict::Keep) {
+                kept += 1;
+            }
+        }
+        (docs.len() as f64 / start.elapsed().as_secs_f64(), kept)
+    };
+    let (langid_rate, langid_kept) = time(&[&langid]);
+    let (quality_rate, quality_kept) = time(&[&quality]);
+    let (fused_rate, fused_kept) = time(&[&langid, &quality]);
+    println!(
+        "{}",
+        serde_json::json!({
+            "docs": docs.len(),
+            "langid_docs_per_s": langid_rate, "langid_kept": langid_kept,
+            "quality_docs_per_s": quality_rate, "quality_kept": quality_kept,
+            "fused_docs_per_s": fused_rate, "fused_kept": fused_kept,
+        })
+    );
+}
