@@ -183,3 +183,27 @@ fn conformance() {
         command: Some(&binary),
     });
 }
+
+/// Drop reasons on a seeded corpus, as a golden file (`TOKENMILL_BLESS=1` rewrites it).
+#[test]
+fn golden_reasons_on_generated_corpus() {
+    let stage = Quality::new(Config::default());
+    let mut counts = std::collections::BTreeMap::new();
+    for (_, text) in corpus(400, 4) {
+        let mut t = text;
+        *counts
+            .entry(stage.judge(&mut t).unwrap_or("kept"))
+            .or_insert(0) += 1;
+    }
+    let got: String = counts.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+    let path = root().join("fixtures/expected/quality-reasons.txt");
+    if std::env::var_os("TOKENMILL_BLESS").is_some() {
+        std::fs::write(&path, &got).expect("bless");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).expect("golden file");
+    assert_eq!(
+        got, expected,
+        "TOKENMILL_BLESS=1 rewrites fixtures/expected/quality-reasons.txt"
+    );
+}
