@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::runner::{Report, RunOptions};
+use crate::runner::{Report, RunOptions, Step, run};
 use crate::storage::{Location, Storage};
 use crate::tasks;
 
@@ -137,4 +137,22 @@ pub fn summary(step: &str, report: &Report) -> String {
     }
     out.push_str(&format!("\n  bytes in {}, out {}", s.bytes_in, s.bytes_out));
     out
+}
+
+/// The body of every `mill-<stage>` binary: logging, storage, the config (`--config` or
+/// defaults), the step `build` makes from it, the run, and the summary on stdout.
+pub fn run_stage<C: DeserializeOwned>(
+    args: &StageArgs,
+    build: impl FnOnce(&Storage, &C) -> Result<Step>,
+) -> Result<Report> {
+    init_logging(args.log_format);
+    let storage = Storage::new();
+    let config: C = args.load_config(&storage)?;
+    let step = build(&storage, &config)?;
+    let options = args.options()?;
+    let report = run(&step, &storage, &options)?;
+    if !options.dry_run {
+        println!("{}", summary(&step.name, &report));
+    }
+    Ok(report)
 }

@@ -1,9 +1,7 @@
 //! `mill-langid`: fastText language identification over document shards.
 
-use anyhow::Context;
 use clap::Parser;
-use pipeline::cli::{StageArgs, init_logging, summary};
-use pipeline::{Storage, run};
+use pipeline::cli::{StageArgs, run_stage};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -18,15 +16,6 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.stage.log_format);
-    let storage = Storage::new();
-    let config: langid::Config = args.stage.load_config(&storage)?;
-    let step = langid::step(&storage, &config)?;
-    let options = args.stage.options()?;
-    let report = run(&step, &storage, &options)
-        .with_context(|| format!("langid from {} into {}", options.input, options.output))?;
-    if !options.dry_run {
-        println!("{}", summary(&step.name, &report));
-    }
+    run_stage(&args.stage, langid::step)?;
     Ok(())
 }

@@ -176,7 +176,8 @@ fn conformance() {
 #[test]
 fn golden_labels_on_fixtures() {
     let Some(model) = model() else { return };
-    let dir = tempfile_dir();
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let dir = tmp.path().to_path_buf();
     let out = dir.join("out");
     let step = langid::step(&Storage::new(), &config(&model)).expect("step");
     let mut opts = RunOptions::new(
@@ -222,30 +223,13 @@ fn golden_labels_on_fixtures() {
         docs.iter()
             .all(|d| d.language_score.is_some_and(|s| s > 0.65))
     );
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-fn tempfile_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "langid-test-{}-{}",
-        std::process::id(),
-        fastrand_like()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn fastrand_like() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
 }
 
 #[test]
 fn keep_rule_and_language_split() {
     let Some(model) = model() else { return };
-    let dir = tempfile_dir();
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let dir = tmp.path().to_path_buf();
     let cfg = Config {
         languages: vec!["en".into(), "fr".into()],
         split_by_language: true,
@@ -266,12 +250,12 @@ fn keep_rule_and_language_split() {
     assert!(dir.join("out/en/web-multilingual.parquet").is_file());
     assert!(dir.join("out/fr/web-multilingual.parquet").is_file());
     assert!(!dir.join("out/web-multilingual.parquet").exists());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn missing_and_corrupt_models_are_clear_errors() {
-    let dir = tempfile_dir();
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let dir = tmp.path().to_path_buf();
     let missing = dir.join("nope/lid.176.ftz");
     let err = LangId::new(&Storage::new(), &config(&missing.display().to_string()))
         .expect_err("missing model");
@@ -306,5 +290,4 @@ fn missing_and_corrupt_models_are_clear_errors() {
         };
         LangId::new(&Storage::new(), &right_hash).expect("the cached model has the published hash");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
