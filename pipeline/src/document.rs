@@ -27,6 +27,17 @@ pub struct Document {
     pub token_count: Option<i64>,
     /// Values of stage-declared columns, by column name.
     pub annotations: Vec<(&'static str, Value)>,
+    /// Bytes a source read but did not decode (a web page), for the stage that turns
+    /// them into `text`. Never written to shards.
+    pub payload: Option<Payload>,
+}
+
+/// Undecoded bytes of a document, with what their container said about them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Payload {
+    pub bytes: Vec<u8>,
+    /// The charset the container declared (the HTTP `Content-Type` parameter).
+    pub charset: Option<String>,
 }
 
 impl Document {

@@ -20,7 +20,7 @@ pub mod storage;
 pub mod tasks;
 pub mod testing;
 
-pub use document::{Column, ColumnKind, Document, Value};
+pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};
 pub use runner::{Partition, Report, RunOptions, Stage, Step, Verdict, run};
 pub use source::{DocBatch, DocumentSource, Source};

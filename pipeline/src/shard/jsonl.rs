@@ -273,6 +273,7 @@ fn parse(
         language_score: take("language_score").and_then(|v| v.as_f64()),
         token_count: take("token_count").and_then(|v| v.as_i64()),
         annotations: Vec::new(),
+        payload: None,
     };
     for (k, v) in nested {
         record.entry(k).or_insert(v);

@@ -527,6 +527,7 @@ fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> Do
             language_score,
             token_count,
             annotations: Vec::new(),
+            payload: None,
         });
     }
     let rows = batch.num_rows() as u64;

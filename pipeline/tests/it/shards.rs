@@ -52,6 +52,7 @@ fn document() -> impl Strategy<Value = Document> {
                     language_score,
                     token_count,
                     annotations: Vec::new(),
+                    payload: None,
                 }
             },
         )

@@ -1,0 +1,627 @@
+//! A tolerant HTML tokenizer and a flat tree: the page becomes a list of events
+//! (open, text, line break, close) over an arena of element nodes. No DOM of attribute
+//! maps is built: while tokenizing we keep only what extraction looks at (the tag, and
+//! whether class/id/role/hidden mark the element as boilerplate, hidden or content).
+//!
+//! Work is linear in the page size: end tags look at most [`END_TAG_SEARCH`] levels
+//! down the stack, nesting deeper than [`MAX_DEPTH`] is flattened, and a page over the
+//! tag budget stops being parsed (the caller drops it as too complex).
+
+/// Deepest element nesting kept; deeper start tags are ignored (their text is kept).
+pub const MAX_DEPTH: usize = 256;
+/// How far down the open-element stack an end tag looks for its start tag.
+const END_TAG_SEARCH: usize = 64;
+
+/// What extraction needs to know of a tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Inline: text flows through.
+    Inline,
+    /// A link (its text counts toward link density).
+    Link,
+    /// Starts a new line/paragraph.
+    Block,
+    /// A list item (rendered with a leading "- ").
+    Item,
+    /// A table cell (cells of a row share a line).
+    Cell,
+    /// Preformatted: whitespace kept.
+    Pre,
+    /// Never text (script, style, nav, form controls, …): dropped with its content.
+    Skip,
+}
+
+/// Flags set on a node while parsing.
+pub const BOILER: u8 = 1;
+pub const CONTENT: u8 = 2;
+pub const HIDDEN: u8 = 4;
+pub const SEMANTIC_BOILER: u8 = 8;
+
+/// One element.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: u64,
+    pub kind: Kind,
+    pub flags: u8,
+    pub parent: u32,
+    /// Index of its open and close events.
+    pub open: u32,
+    pub close: u32,
+    /// Non-space bytes of text directly inside / inside links directly inside.
+    pub own_text: u32,
+    pub own_link: u32,
+}
+
+/// A parse event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Open(u32),
+    Close(u32),
+    /// Text: a range of [`Page::text`], and whether it sits inside a link.
+    Text {
+        start: u32,
+        end: u32,
+        link: bool,
+    },
+    /// A `<br>`.
+    Break,
+}
+
+/// A parsed page.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub nodes: Vec<Node>,
+    pub events: Vec<Event>,
+    /// Decoded text of all text events.
+    pub text: String,
+    /// Node of `<body>` (or the root when there is none).
+    pub body: Option<u32>,
+    /// Set when the tag budget ran out.
+    pub over_budget: bool,
+}
+
+const fn h(name: &[u8]) -> u64 {
+    // FNV-1a over the lowercase name.
+    let mut x: u64 = 0xcbf29ce484222325;
+    let mut i = 0;
+    while i < name.len() {
+        x ^= name[i].to_ascii_lowercase() as u64;
+        x = x.wrapping_mul(0x100000001b3);
+        i += 1;
+    }
+    x
+}
+
+const P: u64 = h(b"p");
+const LI: u64 = h(b"li");
+const DT: u64 = h(b"dt");
+const DD: u64 = h(b"dd");
+const TR: u64 = h(b"tr");
+const TD: u64 = h(b"td");
+const TH: u64 = h(b"th");
+const UL: u64 = h(b"ul");
+const OL: u64 = h(b"ol");
+const DL: u64 = h(b"dl");
+const TABLE: u64 = h(b"table");
+const BODY: u64 = h(b"body");
+const OPTION: u64 = h(b"option");
+const BR: u64 = h(b"br");
+const HR: u64 = h(b"hr");
+
+fn kind(name: &[u8]) -> (Kind, bool) {
+    // (kind, void)
+    match name {
+        b"a" => (Kind::Link, false),
+        b"p" | b"div" | b"section" | b"article" | b"main" | b"header" | b"h1" | b"h2" | b"h3"
+        | b"h4" | b"h5" | b"h6" | b"ul" | b"ol" | b"dl" | b"dt" | b"dd" | b"table" | b"tr"
+        | b"thead" | b"tbody" | b"tfoot" | b"caption" | b"blockquote" | b"address" | b"center"
+        | b"fieldset" | b"figcaption" | b"figure" | b"details" | b"summary" | b"body" | b"html"
+        | b"hgroup" | b"legend" | b"dir" | b"frameset" | b"form" => (Kind::Block, false),
+        b"li" => (Kind::Item, false),
+        b"td" | b"th" => (Kind::Cell, false),
+        b"pre" | b"listing" | b"plaintext" => (Kind::Pre, false),
+        b"script" | b"style" | b"noscript" | b"template" | b"svg" | b"math" | b"iframe"
+        | b"object" | b"canvas" | b"video" | b"audio" | b"select" | b"button" | b"textarea"
+        | b"head" | b"title" | b"nav" | b"aside" | b"footer" | b"menu" | b"dialog" | b"noembed"
+        | b"noframes" | b"xmp" | b"datalist" | b"map" | b"applet" => (Kind::Skip, false),
+        b"br" | b"hr" | b"img" | b"input" | b"meta" | b"link" | b"area" | b"base" | b"col"
+        | b"embed" | b"param" | b"source" | b"track" | b"wbr" | b"keygen" => (Kind::Inline, true),
+        _ => (Kind::Inline, false),
+    }
+}
+
+/// Elements whose content is raw text up to their end tag.
+fn raw_text(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"script"
+            | b"style"
+            | b"textarea"
+            | b"title"
+            | b"xmp"
+            | b"iframe"
+            | b"noembed"
+            | b"noframes"
+            | b"noscript"
+    )
+}
+
+/// Class/id words that mark navigation, ads, comments and other boilerplate.
+const BOILER_WORDS: &[&str] = &[
+    "nav",
+    "menu",
+    "footer",
+    "sidebar",
+    "breadcrumb",
+    "comment",
+    "share",
+    "sharing",
+    "social",
+    "cookie",
+    "consent",
+    "gdpr",
+    "banner",
+    "advert",
+    "sponsor",
+    "related",
+    "popup",
+    "modal",
+    "newsletter",
+    "subscribe",
+    "signup",
+    "sign-up",
+    "login",
+    "pagination",
+    "pager",
+    "skip-link",
+    "skiplink",
+    "toolbar",
+    "masthead",
+    "widget",
+    "disqus",
+    "promo",
+    "overlay",
+    "tags",
+    "byline",
+    "author-info",
+    "rating",
+    "print-link",
+    "recommend",
+    "trending",
+];
+/// Whole class/id tokens that mark boilerplate (too short to match inside words).
+const BOILER_TOKENS: &[&str] = &[
+    "ad",
+    "ads",
+    "adsbox",
+    "topbar",
+    "header",
+    "site-header",
+    "share",
+];
+/// Class/id words that mark main content.
+const CONTENT_WORDS: &[&str] = &[
+    "content",
+    "article",
+    "main",
+    "post",
+    "entry",
+    "story",
+    "body-text",
+    "bodytext",
+    "text",
+    "prose",
+    "markdown",
+    "documentation",
+    "doc-body",
+];
+
+fn classify_attr(value: &str, flags: &mut u8) {
+    let v = value.to_ascii_lowercase();
+    let boiler = BOILER_WORDS.iter().any(|w| v.contains(w))
+        || v.split(|c: char| c.is_ascii_whitespace())
+            .any(|t| BOILER_TOKENS.contains(&t));
+    if boiler {
+        *flags |= BOILER;
+    } else if CONTENT_WORDS.iter().any(|w| v.contains(w)) {
+        *flags |= CONTENT;
+    }
+}
+
+struct Builder<'a> {
+    page: Page,
+    stack: Vec<u32>,
+    /// Open `<a>` elements (text inside counts as link text).
+    links: u32,
+    src: &'a str,
+}
+
+impl Builder<'_> {
+    fn close_top(&mut self) {
+        if let Some(id) = self.stack.pop() {
+            let ev = self.page.events.len() as u32;
+            self.page.events.push(Event::Close(id));
+            let node = &mut self.page.nodes[id as usize];
+            node.close = ev;
+            if node.kind == Kind::Link {
+                self.links = self.links.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Closes elements down to (and including) the nearest `name` when it is open
+    /// above any of `stop`.
+    fn close_to(&mut self, name: u64, stop: &[u64]) -> bool {
+        let depth = self.stack.len();
+        for back in 0..depth.min(END_TAG_SEARCH) {
+            let id = self.stack[depth - 1 - back];
+            let n = self.page.nodes[id as usize].name;
+            if n == name {
+                for _ in 0..=back {
+                    self.close_top();
+                }
+                return true;
+            }
+            if stop.contains(&n) {
+                return false;
+            }
+        }
+        false
+    }
+
+    fn open(&mut self, name: &[u8], attrs: &str) {
+        let lower = name.to_ascii_lowercase();
+        let name_hash = h(&lower);
+        let (kind, void) = kind(&lower);
+        if void {
+            if name_hash == BR || name_hash == HR {
+                self.page.events.push(Event::Break);
+            }
+            return;
+        }
+        // Implied end tags.
+        if matches!(kind, Kind::Block | Kind::Item | Kind::Cell | Kind::Pre) {
+            self.close_to(P, &[TABLE, BODY, LI, TD, TH]);
+        }
+        match name_hash {
+            LI => {
+                self.close_to(LI, &[UL, OL, TABLE, BODY]);
+            }
+            DT | DD if !self.close_to(DT, &[DL, TABLE, BODY]) => {
+                self.close_to(DD, &[DL, TABLE, BODY]);
+            }
+            TR => {
+                self.close_to(TR, &[TABLE, BODY]);
+            }
+            TD | TH if !self.close_to(TD, &[TR, TABLE, BODY]) => {
+                self.close_to(TH, &[TR, TABLE, BODY]);
+            }
+            OPTION => {
+                self.close_to(OPTION, &[BODY]);
+            }
+            _ => {}
+        }
+        if self.stack.len() >= MAX_DEPTH {
+            if kind != Kind::Inline && kind != Kind::Link {
+                self.page.events.push(Event::Break);
+            }
+            return;
+        }
+        let mut flags = 0;
+        parse_attrs(attrs, &mut flags);
+        if matches!(&lower[..], b"article" | b"main") {
+            flags |= CONTENT;
+        }
+        if matches!(&lower[..], b"nav" | b"aside" | b"footer" | b"menu") {
+            flags |= SEMANTIC_BOILER;
+        }
+        let id = self.page.nodes.len() as u32;
+        let parent = self.stack.last().copied().unwrap_or(u32::MAX);
+        self.page.nodes.push(Node {
+            name: name_hash,
+            kind,
+            flags,
+            parent,
+            open: self.page.events.len() as u32,
+            close: u32::MAX,
+            own_text: 0,
+            own_link: 0,
+        });
+        self.page.events.push(Event::Open(id));
+        self.stack.push(id);
+        if kind == Kind::Link {
+            self.links += 1;
+        }
+        if name_hash == BODY && self.page.body.is_none() {
+            self.page.body = Some(id);
+        }
+    }
+
+    fn close(&mut self, name: &[u8]) {
+        let name_hash = h(name);
+        if !self.close_to(name_hash, &[]) && name_hash == P {
+            self.page.events.push(Event::Break);
+        }
+    }
+
+    fn text(&mut self, raw: &str) {
+        if raw.is_empty() {
+            return;
+        }
+        let decoded = if raw.contains('&') {
+            htmlize::unescape(raw)
+        } else {
+            std::borrow::Cow::Borrowed(raw)
+        };
+        let start = self.page.text.len() as u32;
+        self.page.text.push_str(&decoded);
+        let end = self.page.text.len() as u32;
+        let solid = decoded.bytes().filter(|b| !b.is_ascii_whitespace()).count() as u32;
+        let link = self.links > 0;
+        if let Some(&top) = self.stack.last() {
+            let node = &mut self.page.nodes[top as usize];
+            node.own_text += solid;
+            if link {
+                node.own_link += solid;
+            }
+        }
+        self.page.events.push(Event::Text { start, end, link });
+    }
+}
+
+/// Looks at the attributes we use; the rest are skipped.
+fn parse_attrs(attrs: &str, flags: &mut u8) {
+    let b = attrs.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
+            i += 1;
+        }
+        let name_start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b'=' && b[i] != b'/' {
+            i += 1;
+        }
+        let name = &attrs[name_start..i];
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let mut value = "";
+        if i < b.len() && b[i] == b'=' {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
+                let q = b[i];
+                let vs = i + 1;
+                let ve = memchr::memchr(q, &b[vs..]).map_or(b.len(), |e| vs + e);
+                value = &attrs[vs..ve];
+                i = (ve + 1).min(b.len());
+            } else {
+                let vs = i;
+                while i < b.len() && !b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                value = &attrs[vs..i];
+            }
+        }
+        if name.is_empty() {
+            i += 1;
+            continue;
+        }
+        if name.eq_ignore_ascii_case("class") || name.eq_ignore_ascii_case("id") {
+            classify_attr(value, flags);
+        } else if name.eq_ignore_ascii_case("role") {
+            match value.to_ascii_lowercase().as_str() {
+                "navigation" | "banner" | "contentinfo" | "complementary" | "menu" | "menubar"
+                | "search" | "dialog" | "alert" | "toolbar" => *flags |= BOILER,
+                "main" | "article" => *flags |= CONTENT,
+                _ => {}
+            }
+        } else if name.eq_ignore_ascii_case("itemprop") {
+            if value.eq_ignore_ascii_case("articleBody") {
+                *flags |= CONTENT;
+            }
+        } else if name.eq_ignore_ascii_case("hidden") {
+            *flags |= HIDDEN;
+        } else if name.eq_ignore_ascii_case("aria-hidden") {
+            if value.eq_ignore_ascii_case("true") {
+                *flags |= HIDDEN;
+            }
+        } else if name.eq_ignore_ascii_case("style") {
+            let v: String = value
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>()
+                .to_ascii_lowercase();
+            if v.contains("display:none") || v.contains("visibility:hidden") {
+                *flags |= HIDDEN;
+            }
+        }
+    }
+}
+
+/// Finds `</name` (case-insensitive) at or after `from`.
+fn find_end_tag(src: &[u8], from: usize, name: &[u8]) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = memchr::memmem::find(&src[at..], b"</") {
+        let s = at + i;
+        let n = s + 2;
+        if src.len() >= n + name.len() && src[n..n + name.len()].eq_ignore_ascii_case(name) {
+            let after = src.get(n + name.len()).copied();
+            if after.is_none_or(|c| c.is_ascii_whitespace() || c == b'>' || c == b'/') {
+                return Some(s);
+            }
+        }
+        at = s + 2;
+    }
+    None
+}
+
+/// Parses a page. `max_tags` bounds the work (tags + text runs); past it parsing stops
+/// and [`Page::over_budget`] is set.
+pub fn parse(src: &str, max_tags: usize) -> Page {
+    let mut b = Builder {
+        page: Page::default(),
+        stack: Vec::new(),
+        links: 0,
+        src,
+    };
+    let bytes = src.as_bytes();
+    let mut at = 0;
+    let mut work = 0usize;
+    while at < bytes.len() {
+        work += 1;
+        if work > max_tags {
+            b.page.over_budget = true;
+            break;
+        }
+        let Some(lt) = memchr::memchr(b'<', &bytes[at..]).map(|i| at + i) else {
+            b.text(&b.src[at..]);
+            break;
+        };
+        if lt > at {
+            b.text(&b.src[at..lt]);
+        }
+        let rest = &bytes[lt..];
+        if rest.starts_with(b"<!--") {
+            at = memchr::memmem::find(&rest[4..], b"-->").map_or(bytes.len(), |e| lt + 4 + e + 3);
+            continue;
+        }
+        if rest.starts_with(b"<!") || rest.starts_with(b"<?") {
+            at = memchr::memchr(b'>', rest).map_or(bytes.len(), |e| lt + e + 1);
+            continue;
+        }
+        let (closing, name_start) = if rest.starts_with(b"</") {
+            (true, lt + 2)
+        } else {
+            (false, lt + 1)
+        };
+        if !bytes.get(name_start).is_some_and(u8::is_ascii_alphabetic) {
+            if closing {
+                // `</ …>` without a name: a bogus comment.
+                at = memchr::memchr(b'>', rest).map_or(bytes.len(), |e| lt + e + 1);
+            } else {
+                b.text("<");
+                at = lt + 1;
+            }
+            continue;
+        }
+        let mut name_end = name_start;
+        while name_end < bytes.len()
+            && !bytes[name_end].is_ascii_whitespace()
+            && bytes[name_end] != b'>'
+            && bytes[name_end] != b'/'
+        {
+            name_end += 1;
+        }
+        // The end of the tag: the first `>` outside quoted attribute values.
+        let mut i = name_end;
+        while i < bytes.len() && bytes[i] != b'>' {
+            if bytes[i] == b'=' {
+                let mut v = i + 1;
+                while v < bytes.len() && bytes[v].is_ascii_whitespace() {
+                    v += 1;
+                }
+                if let Some(&q @ (b'"' | b'\'')) = bytes.get(v) {
+                    match memchr::memchr(q, &bytes[v + 1..]) {
+                        Some(e) => {
+                            i = v + 1 + e + 1;
+                            continue;
+                        }
+                        // An unclosed quote: browsers recover at the next `>`.
+                        None => {
+                            i = memchr::memchr(b'>', &bytes[v..]).map_or(bytes.len(), |e| v + e);
+                            break;
+                        }
+                    }
+                }
+            }
+            i += 1;
+        }
+        let tag_end = i.min(bytes.len());
+        at = (tag_end + 1).min(bytes.len());
+        let name = &bytes[name_start..name_end];
+        if closing {
+            b.close(&name.to_ascii_lowercase());
+            continue;
+        }
+        let attrs = &src[name_end.min(tag_end)..tag_end];
+        let self_closing = attrs.ends_with('/');
+        let lower = name.to_ascii_lowercase();
+        b.open(name, attrs);
+        if raw_text(&lower) {
+            let end = find_end_tag(bytes, at, &lower).unwrap_or(bytes.len());
+            at = memchr::memchr(b'>', &bytes[end..]).map_or(bytes.len(), |e| end + e + 1);
+            b.close(&lower);
+        } else if self_closing && !matches!(kind(&lower).0, Kind::Block | Kind::Item | Kind::Cell) {
+            b.close(&lower);
+        }
+    }
+    while !b.stack.is_empty() {
+        b.close_top();
+    }
+    b.page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(p: &Page) -> Vec<&str> {
+        p.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Text { start, end, .. } => Some(&p.text[*start as usize..*end as usize]),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn entities_comments_and_raw_text() {
+        let p = parse(
+            "<p>a &amp; b &eacute;<!-- <p>no --><script>if (a<b) x = '</p>';</script>c</p>",
+            1000,
+        );
+        assert_eq!(texts(&p), vec!["a & b é", "c"]);
+    }
+
+    #[test]
+    fn implied_end_tags() {
+        let p = parse("<ul><li>one<li>two</ul><p>x<p>y", 1000);
+        let li: Vec<_> = p.nodes.iter().filter(|n| n.name == LI).collect();
+        assert_eq!(li.len(), 2);
+        assert!(li.iter().all(|n| n.close != u32::MAX));
+        assert_eq!(p.nodes.iter().filter(|n| n.name == P).count(), 2);
+        assert_eq!(p.nodes[1].parent, 0);
+    }
+
+    #[test]
+    fn deep_nesting_is_flattened() {
+        let html = "<div>".repeat(100_000) + "deep text" + &"</div>".repeat(100_000);
+        let p = parse(&html, 10_000_000);
+        assert!(p.nodes.len() <= MAX_DEPTH);
+        assert_eq!(texts(&p), vec!["deep text"]);
+        assert!(!p.over_budget);
+    }
+
+    #[test]
+    fn attributes_mark_nodes() {
+        let p = parse(
+            r#"<div class="site-nav">n</div><div id=main-content>c</div><p hidden>h</p><div style="display: none">x</div><span class='ad'>a</span>"#,
+            1000,
+        );
+        assert_eq!(p.nodes[0].flags & BOILER, BOILER);
+        assert_eq!(p.nodes[1].flags & CONTENT, CONTENT);
+        assert_eq!(p.nodes[2].flags & HIDDEN, HIDDEN);
+        assert_eq!(p.nodes[3].flags & HIDDEN, HIDDEN);
+        assert_eq!(p.nodes[4].flags & BOILER, BOILER);
+    }
+
+    #[test]
+    fn budget() {
+        let p = parse(&"<b>x</b>".repeat(100), 50);
+        assert!(p.over_budget);
+    }
+}

@@ -1,0 +1,457 @@
+//! A WARC 1.0/1.1 record reader that keeps going through damage.
+//!
+//! We read WARC ourselves rather than through a crate: the robustness cases (a gzip
+//! member cut short in the middle of a file, a Content-Length that lies, garbage
+//! between records, a 50 MiB record) need resynchronising on the next `WARC/1.x` line
+//! and a cap on what is held in memory, and the crates we looked at (`warc` 0.4) stop
+//! at the first error. Each record comes out as a [`Item::Record`]; whatever cannot
+//! become one is an [`Item::Skip`] with a named reason, counted by the caller.
+
+use std::io::{self, Read};
+
+use crate::gz::Gap;
+
+const CHUNK: usize = 256 << 10;
+/// Longest WARC header block we accept.
+const MAX_HEADER: usize = 64 << 10;
+
+/// One WARC record: the header fields we use and the block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    pub warc_type: String,
+    pub record_id: String,
+    pub date: String,
+    pub target_uri: String,
+    pub content_type: String,
+    /// The block (`Content-Length` bytes).
+    pub block: Vec<u8>,
+    /// Decompressed offset of the record's first byte.
+    pub offset: u64,
+}
+
+/// What the reader found next.
+#[derive(Debug)]
+pub enum Item {
+    Record(Record),
+    /// Input that could not become a record (or a record too large to hold), with the
+    /// drop reason and a detail for the log.
+    Skip {
+        reason: &'static str,
+        detail: String,
+    },
+}
+
+/// Reads records from a decompressed WARC stream (which may report gzip gaps).
+#[derive(Debug)]
+pub struct WarcReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Decompressed offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    /// A gap or decoder error arrived while filling: what is buffered before it is all
+    /// that is left of the damaged stretch.
+    damage: Option<String>,
+    max_block: usize,
+    /// Set once an unrecoverable decoder error has been reported.
+    failed: bool,
+    /// The bytes up to the next record belong to a record already reported as bad:
+    /// skipping them is not counted again.
+    quiet_junk: bool,
+}
+
+/// What filling the buffer found.
+enum Fill {
+    More,
+    End,
+    Damage(String),
+}
+
+impl<R: Read> WarcReader<R> {
+    /// Reads records whose blocks are at most `max_block` bytes; larger ones are skipped
+    /// as `oversized_record` without being held in memory.
+    pub fn new(inner: R, max_block: usize) -> Self {
+        WarcReader {
+            inner,
+            buf: vec![0; CHUNK],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            damage: None,
+            max_block,
+            failed: false,
+            quiet_junk: false,
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Appends input to the buffer. Storage failures are returned as errors; data
+    /// damage (a gzip gap, a zstd error) is reported as [`Fill::Damage`].
+    fn fill(&mut self) -> io::Result<Fill> {
+        if self.eof || self.failed {
+            return Ok(Fill::End);
+        }
+        if self.pos > 0 && (self.pos == self.end || self.end + CHUNK > self.buf.len()) {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.base += self.pos as u64;
+            self.pos = 0;
+        }
+        if self.buf.len() - self.end < CHUNK {
+            self.buf.resize(self.end + CHUNK, 0);
+        }
+        loop {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(Fill::End);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(Fill::More);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    if let Some(gap) = Gap::from_io(&e) {
+                        return Ok(Fill::Damage(gap.to_string()));
+                    }
+                    if pipeline::Error::from_io(&e).is_some() {
+                        return Err(e);
+                    }
+                    // Any other decoder error ends the stream.
+                    self.failed = true;
+                    return Ok(Fill::Damage(format!("decompression failed: {e}")));
+                }
+            }
+        }
+    }
+
+    /// Throws away what is buffered (the damaged stretch) and notes the damage.
+    fn after_damage(&mut self, detail: String) -> Item {
+        self.base += self.end as u64;
+        self.pos = 0;
+        self.end = 0;
+        self.quiet_junk = true;
+        Item::Skip {
+            reason: "corrupt_compression",
+            detail,
+        }
+    }
+
+    /// The next record or skip; `None` at the end of the input.
+    pub fn next_item(&mut self) -> io::Result<Option<Item>> {
+        if let Some(detail) = self.damage.take() {
+            return Ok(Some(self.after_damage(detail)));
+        }
+        // Find the start of a record: a line beginning with "WARC/".
+        let mut skipped_junk = false;
+        loop {
+            let hay = &self.buf[self.pos..self.end];
+            let lead = hay
+                .iter()
+                .position(|b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t' | 0))
+                .unwrap_or(hay.len());
+            if lead > 0 {
+                self.pos += lead;
+                continue;
+            }
+            if hay.len() >= 5 && hay.starts_with(b"WARC/") {
+                break;
+            }
+            if hay.len() >= 5 || (self.eof && !hay.is_empty()) {
+                // Junk: skip to the next line that starts a record.
+                skipped_junk = true;
+                match memchr::memmem::find(&hay[1..], b"\nWARC/") {
+                    Some(i) => {
+                        self.pos += i + 2;
+                        continue;
+                    }
+                    None => {
+                        self.pos = self.end.saturating_sub(5).max(self.pos + 1);
+                    }
+                }
+            }
+            match self.fill()? {
+                Fill::More => {}
+                Fill::End => {
+                    self.pos = self.end;
+                    let report = skipped_junk && !std::mem::take(&mut self.quiet_junk);
+                    return Ok(report.then(|| Item::Skip {
+                        reason: "garbage_between_records",
+                        detail: format!(
+                            "bytes that are not a WARC record before offset {}",
+                            self.offset()
+                        ),
+                    }));
+                }
+                Fill::Damage(detail) => {
+                    let item = self.after_damage(detail);
+                    return Ok(Some(item));
+                }
+            }
+        }
+        if skipped_junk && !std::mem::take(&mut self.quiet_junk) {
+            return Ok(Some(Item::Skip {
+                reason: "garbage_between_records",
+                detail: format!(
+                    "bytes that are not a WARC record before offset {}",
+                    self.offset()
+                ),
+            }));
+        }
+
+        self.quiet_junk = false;
+        // The header block, up to the blank line.
+        let header_len = loop {
+            let hay = &self.buf[self.pos..self.end];
+            if let Some(i) = memchr::memmem::find(hay, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if let Some(i) = memchr::memmem::find(hay, b"\n\n") {
+                break i + 2;
+            }
+            if hay.len() > MAX_HEADER {
+                self.pos += 1;
+                self.quiet_junk = true;
+                return Ok(Some(Item::Skip {
+                    reason: "bad_warc_header",
+                    detail: format!(
+                        "WARC header over {MAX_HEADER} bytes at offset {}",
+                        self.offset()
+                    ),
+                }));
+            }
+            match self.fill()? {
+                Fill::More => {}
+                Fill::End => {
+                    let offset = self.offset();
+                    self.pos = self.end;
+                    return Ok(Some(Item::Skip {
+                        reason: "truncated_record",
+                        detail: format!("input ends inside the WARC header at offset {offset}"),
+                    }));
+                }
+                Fill::Damage(detail) => return Ok(Some(self.after_damage(detail))),
+            }
+        };
+        let start = self.pos;
+        let offset = self.offset();
+        let mut record = Record {
+            offset,
+            ..Default::default()
+        };
+        let mut length: Option<usize> = None;
+        let header = String::from_utf8_lossy(&self.buf[start..start + header_len]).into_owned();
+        for line in header.lines().skip(1) {
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value = value.trim();
+            match name.trim().to_ascii_lowercase().as_str() {
+                "warc-type" => record.warc_type = value.to_ascii_lowercase(),
+                "warc-record-id" => record.record_id = value.to_string(),
+                "warc-date" => record.date = value.to_string(),
+                "warc-target-uri" => {
+                    record.target_uri = value.trim_matches(['<', '>']).to_string();
+                }
+                "content-type" => record.content_type = value.to_string(),
+                "content-length" => length = value.parse().ok(),
+                _ => {}
+            }
+        }
+        let Some(length) = length else {
+            self.pos = start + header_len;
+            self.quiet_junk = true;
+            return Ok(Some(Item::Skip {
+                reason: "bad_warc_header",
+                detail: format!("WARC header without a valid Content-Length at offset {offset}"),
+            }));
+        };
+
+        if length > self.max_block {
+            return self.skip_block(start + header_len, length, record);
+        }
+
+        // The block and the two CRLFs that end a record.
+        let need = header_len + length;
+        while self.end - self.pos < need + 4 {
+            match self.fill()? {
+                Fill::More => {}
+                Fill::End => break,
+                Fill::Damage(detail) => return Ok(Some(self.after_damage(detail))),
+            }
+        }
+        let start = self.pos;
+        let have = self.end - start;
+        if have < need {
+            self.pos = start + 1;
+            self.quiet_junk = true;
+            return Ok(Some(Item::Skip {
+                reason: "truncated_record",
+                detail: format!(
+                    "record at offset {offset} ({}) declares {length} bytes, the input ends first",
+                    record.record_id
+                ),
+            }));
+        }
+        let tail = &self.buf[start + need..self.end.min(start + need + 4)];
+        let well_ended = tail == b"\r\n\r\n"
+            || (self.eof && b"\r\n\r\n".starts_with(tail))
+            || tail.starts_with(b"\n\n");
+        if !well_ended {
+            // The declared length does not end where the record does: drop the record
+            // and look for the next one after its header.
+            self.pos = start + header_len;
+            self.quiet_junk = true;
+            return Ok(Some(Item::Skip {
+                reason: "bad_content_length",
+                detail: format!(
+                    "record at offset {offset} ({}) does not end after its Content-Length of {length}",
+                    record.record_id
+                ),
+            }));
+        }
+        record.block = self.buf[start + header_len..start + need].to_vec();
+        self.pos = start + need;
+        Ok(Some(Item::Record(record)))
+    }
+
+    /// Streams past a block too large to hold; the record is reported as oversized
+    /// (or by its type when it would not have been a document anyway).
+    fn skip_block(
+        &mut self,
+        from: usize,
+        length: usize,
+        record: Record,
+    ) -> io::Result<Option<Item>> {
+        self.pos = from;
+        let mut left = length;
+        while left > 0 {
+            let avail = self.end - self.pos;
+            if avail == 0 {
+                match self.fill()? {
+                    Fill::More => continue,
+                    Fill::End => {
+                        return Ok(Some(Item::Skip {
+                            reason: "truncated_record",
+                            detail: format!(
+                                "record at offset {} declares {length} bytes, the input ends first",
+                                record.offset
+                            ),
+                        }));
+                    }
+                    Fill::Damage(detail) => return Ok(Some(self.after_damage(detail))),
+                }
+            }
+            let take = avail.min(left);
+            self.pos += take;
+            left -= take;
+        }
+        let reason = if record.warc_type == "response" {
+            "oversized_record"
+        } else {
+            type_reason(&record.warc_type)
+        };
+        Ok(Some(Item::Skip {
+            reason,
+            detail: format!(
+                "record at offset {} ({}) holds {length} bytes, over the cap of {}",
+                record.offset, record.record_id, self.max_block
+            ),
+        }))
+    }
+}
+
+/// The drop reason of a record that is not a response.
+pub fn type_reason(warc_type: &str) -> &'static str {
+    match warc_type {
+        "warcinfo" => "warc_warcinfo",
+        "request" => "warc_request",
+        "metadata" => "warc_metadata",
+        "revisit" => "warc_revisit",
+        "resource" => "warc_resource",
+        "conversion" => "warc_conversion",
+        "continuation" => "warc_continuation",
+        _ => "warc_unknown_type",
+    }
+}
+
+impl<R: Read> Iterator for WarcReader<R> {
+    type Item = io::Result<Item>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_item().transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: &str, body: &str) -> String {
+        format!(
+            "WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <{id}>\r\nContent-Length: {}\r\n\r\n{body}\r\n\r\n",
+            body.len()
+        )
+    }
+
+    fn items(input: &[u8]) -> Vec<String> {
+        WarcReader::new(input, 1 << 20)
+            .map(|i| match i.expect("read") {
+                Item::Record(r) => format!("{}:{}", r.record_id, String::from_utf8_lossy(&r.block)),
+                Item::Skip { reason, .. } => reason.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_records() {
+        let input = format!(
+            "{}{}",
+            rec("a", "x"),
+            rec("b", "hello\r\n\r\nWARC/1.0 inside")
+        );
+        assert_eq!(
+            items(input.as_bytes()),
+            vec!["<a>:x", "<b>:hello\r\n\r\nWARC/1.0 inside"]
+        );
+    }
+
+    #[test]
+    fn garbage_between_records() {
+        let input = format!("{}some junk\nmore junk\n{}", rec("a", "x"), rec("b", "y"));
+        assert_eq!(
+            items(input.as_bytes()),
+            vec!["<a>:x", "garbage_between_records", "<b>:y"]
+        );
+    }
+
+    #[test]
+    fn wrong_content_length() {
+        let short = rec("a", "0123456789").replace("Content-Length: 10", "Content-Length: 4");
+        let long = rec("b", "0123456789").replace("Content-Length: 10", "Content-Length: 60");
+        let input = format!("{short}{}{long}{}", rec("c", "c"), rec("d", "d"));
+        assert_eq!(
+            items(input.as_bytes()),
+            vec!["bad_content_length", "<c>:c", "bad_content_length", "<d>:d"]
+        );
+    }
+
+    #[test]
+    fn zero_length_and_truncated() {
+        let input = format!("{}{}", rec("z", ""), &rec("t", "0123456789")[..60]);
+        assert_eq!(items(input.as_bytes()), vec!["<z>:", "truncated_record"]);
+    }
+
+    #[test]
+    fn oversized_blocks_are_streamed_past() {
+        let big = "x".repeat(3 << 20);
+        let input = format!("{}{}", rec("big", &big), rec("b", "y"));
+        assert_eq!(items(input.as_bytes()), vec!["oversized_record", "<b>:y"]);
+    }
+}
