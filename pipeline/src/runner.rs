@@ -197,6 +197,14 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
             ));
         }
     }
+    let mut stems: BTreeMap<&str, &str> = BTreeMap::new();
+    for (_, relative, stem) in &inputs {
+        if let Some(other) = stems.insert(stem, relative) {
+            return Err(Error::Usage(format!(
+                "inputs {other} and {relative} would both write {stem}.parquet: rename one"
+            )));
+        }
+    }
     if inputs.is_empty() {
         return Err(Error::Usage(format!(
             "no input files at {} (files and folders whose names start with _ or . are ignored)",

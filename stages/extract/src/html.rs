@@ -547,14 +547,15 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
             continue;
         }
         let attrs = &src[name_end.min(tag_end)..tag_end];
-        let self_closing = attrs.ends_with('/');
         let lower = name.to_ascii_lowercase();
+        // A `/>` on a non-void HTML element means nothing (browsers open it).
         b.open(name, attrs);
         if raw_text(&lower) {
-            let end = find_end_tag(bytes, at, &lower).unwrap_or(bytes.len());
-            at = memchr::memchr(b'>', &bytes[end..]).map_or(bytes.len(), |e| end + e + 1);
-            b.close(&lower);
-        } else if self_closing && !matches!(kind(&lower).0, Kind::Block | Kind::Item | Kind::Cell) {
+            // Raw text runs to the end tag; without one, browsers swallow the rest of
+            // the page, we close the element here instead.
+            if let Some(end) = find_end_tag(bytes, at, &lower) {
+                at = memchr::memchr(b'>', &bytes[end..]).map_or(bytes.len(), |e| end + e + 1);
+            }
             b.close(&lower);
         }
     }

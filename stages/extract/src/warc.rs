@@ -51,9 +51,9 @@ pub struct WarcReader<R> {
     /// Decompressed offset of `buf[0]`.
     base: u64,
     eof: bool,
-    /// A gap or decoder error arrived while filling: what is buffered before it is all
-    /// that is left of the damaged stretch.
-    damage: Option<String>,
+    /// A gap arrived while filling: what is buffered is all there is before it. The
+    /// next fill drops the unparsed rest (part of the damaged stretch) and reads on.
+    gap_pending: bool,
     max_block: usize,
     /// Set once an unrecoverable decoder error has been reported.
     failed: bool,
@@ -80,7 +80,7 @@ impl<R: Read> WarcReader<R> {
             end: 0,
             base: 0,
             eof: false,
-            damage: None,
+            gap_pending: false,
             max_block,
             failed: false,
             quiet_junk: false,
@@ -94,6 +94,13 @@ impl<R: Read> WarcReader<R> {
     /// Appends input to the buffer. Storage failures are returned as errors; data
     /// damage (a gzip gap, a zstd error) is reported as [`Fill::Damage`].
     fn fill(&mut self) -> io::Result<Fill> {
+        if self.gap_pending {
+            self.gap_pending = false;
+            self.base += self.end as u64;
+            self.pos = 0;
+            self.end = 0;
+            self.quiet_junk = true;
+        }
         if self.eof || self.failed {
             return Ok(Fill::End);
         }
@@ -119,6 +126,7 @@ impl<R: Read> WarcReader<R> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     if let Some(gap) = Gap::from_io(&e) {
+                        self.gap_pending = true;
                         return Ok(Fill::Damage(gap.to_string()));
                     }
                     if pipeline::Error::from_io(&e).is_some() {
@@ -132,11 +140,13 @@ impl<R: Read> WarcReader<R> {
         }
     }
 
-    /// Throws away what is buffered (the damaged stretch) and notes the damage.
-    fn after_damage(&mut self, detail: String) -> Item {
-        self.base += self.end as u64;
-        self.pos = 0;
-        self.end = 0;
+    /// The record being read (or the bytes being skipped) ran into damage: it is
+    /// counted, and parsing goes on after its first byte, within what was read before
+    /// the damage (complete records there are still recovered).
+    fn damaged(&mut self, detail: String) -> Item {
+        if self.pos < self.end {
+            self.pos += 1;
+        }
         self.quiet_junk = true;
         Item::Skip {
             reason: "corrupt_compression",
@@ -146,9 +156,6 @@ impl<R: Read> WarcReader<R> {
 
     /// The next record or skip; `None` at the end of the input.
     pub fn next_item(&mut self) -> io::Result<Option<Item>> {
-        if let Some(detail) = self.damage.take() {
-            return Ok(Some(self.after_damage(detail)));
-        }
         // Find the start of a record: a line beginning with "WARC/".
         let mut skipped_junk = false;
         loop {
@@ -191,8 +198,9 @@ impl<R: Read> WarcReader<R> {
                     }));
                 }
                 Fill::Damage(detail) => {
-                    let item = self.after_damage(detail);
-                    return Ok(Some(item));
+                    // Between records: the damaged member held a record or junk.
+                    self.pos = self.end;
+                    return Ok(Some(self.damaged(detail)));
                 }
             }
         }
@@ -237,7 +245,7 @@ impl<R: Read> WarcReader<R> {
                         detail: format!("input ends inside the WARC header at offset {offset}"),
                     }));
                 }
-                Fill::Damage(detail) => return Ok(Some(self.after_damage(detail))),
+                Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
             }
         };
         let start = self.pos;
@@ -284,7 +292,7 @@ impl<R: Read> WarcReader<R> {
             match self.fill()? {
                 Fill::More => {}
                 Fill::End => break,
-                Fill::Damage(detail) => return Ok(Some(self.after_damage(detail))),
+                Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
             }
         }
         let start = self.pos;
@@ -346,7 +354,7 @@ impl<R: Read> WarcReader<R> {
                             ),
                         }));
                     }
-                    Fill::Damage(detail) => return Ok(Some(self.after_damage(detail))),
+                    Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
                 }
             }
             let take = avail.min(left);

@@ -1,1 +1,421 @@
-mod stage;
+//! Integration tests of `mill-extract`: conformance, golden output on the WARC
+//! fixtures, every robustness case, and a run from and to the loopback S3 server.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use extract::Config;
+use pipeline::shard::read_all_documents;
+use pipeline::storage::S3Options;
+use pipeline::testing::{Conformance, check};
+use pipeline::{Document, Location, RunOptions, Storage, run};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(root().join("fixtures/warc").join(name)).expect("fixture")
+}
+
+fn config() -> Config {
+    let text = std::fs::read_to_string(root().join("fixtures/extract.toml")).expect("config");
+    let mut c: Config = toml::from_str(&text).expect("parse config");
+    c.url_filter.blocklists = vec![
+        root()
+            .join("fixtures/warc/blocklist")
+            .to_string_lossy()
+            .into_owned(),
+    ];
+    c
+}
+
+fn binary(args: Vec<String>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mill-extract"));
+    cmd.current_dir(root());
+    cmd.args(args);
+    // The same config as the in-process runs (absolute list paths), so markers match.
+    let dir = std::env::temp_dir().join(format!("extract-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("config dir");
+    let path = dir.join("extract.toml");
+    std::fs::write(&path, toml::to_string(&config()).expect("config as TOML")).expect("config");
+    cmd.arg("--config").arg(path);
+    cmd
+}
+
+#[test]
+fn conformance() {
+    let crawl = fixture("crawl.warc.gz");
+    let many: Vec<u8> = (0..40).flat_map(|_| crawl.iter().copied()).collect();
+    let cfg = config();
+    check(&Conformance {
+        step: &|| extract::step(&Storage::new(), &cfg).expect("step"),
+        inputs: vec![
+            ("crawl.warc.gz".into(), crawl.clone()),
+            ("plain.warc".into(), fixture("crawl-plain.warc")),
+            (
+                "single.warc.gz".into(),
+                fixture("crawl-single-member.warc.gz"),
+            ),
+            ("zstd.warc.zst".into(), fixture("crawl-zstd.warc.zst")),
+            ("many.warc.gz".into(), many),
+        ],
+        broken: vec![(
+            "broken.warc.gz".into(),
+            fixture("broken.warc.gz"),
+            "corrupt_compression",
+        )],
+        command: Some(&binary),
+    });
+}
+
+/// Runs the library on `input` (a file or folder) into a fresh folder.
+fn run_local(input: &Path, cfg: &Config) -> (tempfile::TempDir, pipeline::Report) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let step = extract::step(&Storage::new(), cfg).expect("step");
+    let mut opts = RunOptions::new(
+        Location::Local(input.to_path_buf()),
+        Location::Local(out.path().to_path_buf()),
+    );
+    opts.threads = 2;
+    let report = run(&step, &Storage::new(), &opts).expect("run");
+    (out, report)
+}
+
+fn docs(path: &Path) -> Vec<Document> {
+    read_all_documents(&Storage::new(), &Location::Local(path.to_path_buf())).expect("read output")
+}
+
+fn urls(docs: &[Document]) -> Vec<String> {
+    docs.iter().filter_map(|d| d.url.clone()).collect()
+}
+
+/// Compares with a golden file, or rewrites it when `TOKENMILL_BLESS=1`.
+fn golden(name: &str, got: &str) {
+    let path = root().join("fixtures/expected").join(name);
+    if std::env::var_os("TOKENMILL_BLESS").is_some() {
+        std::fs::write(&path, got).expect("bless golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("golden {name}: {e}"));
+    assert_eq!(got, expected, "{name} (TOKENMILL_BLESS=1 rewrites it)");
+}
+
+fn golden_lines(docs: &[Document]) -> String {
+    docs.iter()
+        .map(|d| {
+            serde_json::json!({
+                "id": d.id, "url": d.url, "date": d.date, "dump": d.dump, "text": d.text,
+            })
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+#[test]
+fn golden_run_on_fixtures() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let output = binary(vec![
+        "--input".into(),
+        "fixtures/warc".into(),
+        "--output".into(),
+        out.path().to_string_lossy().into_owned(),
+        "--log-format".into(),
+        "json".into(),
+    ])
+    .output()
+    .expect("run mill-extract");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: String = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.contains("bytes in"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    golden("extract-summary.txt", &summary);
+    for stem in ["crawl", "broken"] {
+        let got = docs(&out.path().join(format!("{stem}.parquet")));
+        golden(&format!("extract-{stem}.jsonl"), &golden_lines(&got));
+    }
+    // Every document has the FineWeb columns.
+    for d in docs(&out.path().join("crawl.parquet")) {
+        assert!(d.id.starts_with("<urn:uuid:"), "{}", d.id);
+        assert_eq!(d.dump.as_deref(), Some("FIXTURE-2024-10"));
+        assert_eq!(d.date.as_deref(), Some("2024-03-01T12:00:00Z"));
+        assert!(
+            d.file_path
+                .as_deref()
+                .is_some_and(|p| p.ends_with("crawl.warc.gz"))
+        );
+    }
+}
+
+#[test]
+fn pages_in_every_language_lose_their_boilerplate() {
+    let (out, _) = run_local(&root().join("fixtures/warc/crawl.warc.gz"), &config());
+    let got = docs(&out.path().join("crawl.parquet"));
+    let by_url: BTreeMap<String, String> = got
+        .iter()
+        .map(|d| (d.url.clone().unwrap_or_default(), d.text.clone()))
+        .collect();
+    for (lang, needle) in [
+        ("en", "Fishermen push their boats"),
+        ("de", "Die alte Stadt am Fluss erwacht langsam."),
+        ("fr", "Les pêcheurs poussent leurs bateaux"),
+        ("es", "Los pescadores empujan sus barcas"),
+        ("ru", "Рыбаки сталкивают лодки"),
+        ("zh", "渔民们就把船推进了灰色的河水里"),
+        ("ja", "漁師たちは灰色の水に舟を押し出す"),
+        ("ar", "يدفع الصيادون قواربهم"),
+        ("he", "הדייגים דוחפים את סירותיהם"),
+        ("hi", "मछुआरे अपनी नावें"),
+        ("ko", "어부들은 배를 회색 물로 밀어낸다"),
+    ] {
+        let text = &by_url[&format!("https://news.example.{lang}/river-town")];
+        assert!(text.contains(needle), "{lang}: {text}");
+        for boiler in [
+            "cookies",
+            "Most read",
+            "Great article",
+            "All rights reserved",
+            "Sport",
+            "Tweet",
+            "dataLayer",
+            "font-family",
+        ] {
+            assert!(!text.contains(boiler), "{lang}: {boiler:?} left in {text}");
+        }
+        // Paragraphs stay on their own lines: title + 3 paragraphs + 1 list item.
+        assert_eq!(text.lines().count(), 5, "{lang}: {text}");
+    }
+}
+
+#[test]
+fn charsets_declared_detected_and_mislabelled() {
+    let (out, report) = run_local(&root().join("fixtures/warc/crawl.warc.gz"), &config());
+    let got = docs(&out.path().join("crawl.parquet"));
+    let text = |url: &str| {
+        got.iter()
+            .find(|d| d.url.as_deref() == Some(url))
+            .map(|d| d.text.clone())
+            .unwrap_or_else(|| panic!("{url} missing"))
+    };
+    assert!(text("https://latin1.example.fr/page").contains("Les pêcheurs poussent"));
+    assert!(text("https://sjis.example.jp/page").contains("川沿いの古い町"));
+    assert!(text("https://cp1251.example.ru/page").contains("Старый город на реке"));
+    // A few invalid bytes in a UTF-8 page: replaced, the page kept.
+    let bad = text("https://bytes.example.com/page");
+    assert!(bad.contains("gr\u{FFFD}y water"), "{bad}");
+    assert_eq!(report.stats.drops.get("url_blocklisted_domain"), Some(&1));
+    assert_eq!(report.stats.drops.get("http_status_not_200"), Some(&1));
+    assert_eq!(report.stats.drops.get("not_html"), Some(&1));
+    assert_eq!(report.stats.drops.get("warc_revisit"), Some(&1));
+    assert_eq!(report.stats.drops.get("empty_text"), Some(&1));
+}
+
+#[test]
+fn broken_records_are_counted_and_their_neighbours_kept() {
+    let (out, report) = run_local(&root().join("fixtures/warc/broken.warc.gz"), &config());
+    let got = urls(&docs(&out.path().join("broken.parquet")));
+    let want: Vec<String> = [
+        "https://good.example.en/before-truncation",
+        "https://good.example.fr/after-truncation",
+        "https://good.example.ru/after-wrong-length",
+        "https://good.example.ko/between-garbage",
+        "https://good.example.zh/after-garbage",
+        "https://good.example.ar/last",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(got, want);
+    let d = &report.stats.drops;
+    // The member cut short, and the raw bytes between two members.
+    assert_eq!(d.get("corrupt_compression"), Some(&2), "{d:?}");
+    assert_eq!(d.get("bad_content_length"), Some(&1), "{d:?}");
+    assert_eq!(d.get("garbage_between_records"), Some(&1), "{d:?}");
+    assert_eq!(d.get("empty_record"), Some(&1), "{d:?}");
+    assert_eq!(d.get("no_http_headers"), Some(&1), "{d:?}");
+    assert!(report.stats.balanced());
+}
+
+fn record(id: &str, uri: &str, block: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:{id}>\r\nWARC-Date: 2024-03-01T12:00:00Z\r\nWARC-Target-URI: {uri}\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: {}\r\n\r\n",
+        block.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(block);
+    out.extend_from_slice(b"\r\n\r\n");
+    out
+}
+
+fn http(body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn gz(bytes: &[u8]) -> Vec<u8> {
+    let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    w.write_all(bytes).expect("gzip");
+    w.finish().expect("gzip")
+}
+
+/// A WARC of one huge page between two small ones, one gzip member per record.
+fn sandwich(dir: &Path, name: &str, huge: &[u8]) -> PathBuf {
+    let small = http(b"<html><body><p>A small page with a sentence.</p></body></html>");
+    let mut file = gz(&record("1", "https://a.example/1", &small));
+    file.extend(gz(&record("2", "https://a.example/huge", &http(huge))));
+    file.extend(gz(&record("3", "https://a.example/3", &small)));
+    let path = dir.join(name);
+    std::fs::write(&path, file).expect("write warc");
+    path
+}
+
+#[test]
+fn a_50_mib_single_line_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut page = b"<html><body><p>".to_vec();
+    while page.len() < 50 << 20 {
+        page.extend_from_slice(b"one long line of words <b>without</b> any newline &amp; ");
+    }
+    page.extend_from_slice(b"</p></body></html>");
+    let input = sandwich(dir.path(), "huge.warc.gz", &page);
+
+    // Over the default cap of 10 MiB: dropped with a reason, neighbours kept.
+    let (out, report) = run_local(&input, &config());
+    assert_eq!(report.stats.drops.get("oversized_record"), Some(&1));
+    assert_eq!(urls(&docs(&out.path().join("huge.parquet"))).len(), 2);
+
+    // With the cap raised the page is parsed and extracted, as one line.
+    let cfg = Config {
+        max_page_bytes: 64 << 20,
+        ..config()
+    };
+    let (out, report) = run_local(&input, &cfg);
+    assert_eq!(report.stats.docs_out, 3, "{:?}", report.stats);
+    let got = docs(&out.path().join("huge.parquet"));
+    assert!(got[1].text.len() > 40 << 20);
+    assert_eq!(got[1].text.lines().count(), 1);
+}
+
+#[test]
+fn a_page_with_100k_open_tags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut page = b"<html><body>".to_vec();
+    for i in 0..100_000 {
+        page.extend_from_slice(if i % 2 == 0 { b"<div>" } else { b"<span>" });
+    }
+    page.extend_from_slice(b"<p>Deep inside the nesting there is a sentence.</p>");
+    let input = sandwich(dir.path(), "deep.warc.gz", &page);
+    let (out, report) = run_local(&input, &config());
+    assert_eq!(report.stats.docs_out, 3, "{:?}", report.stats);
+    let got = docs(&out.path().join("deep.parquet"));
+    assert_eq!(got[1].text, "Deep inside the nesting there is a sentence.");
+
+    // A tight work budget drops it as too complex instead.
+    let cfg = Config {
+        max_tags: 50_000,
+        ..config()
+    };
+    let (_, report) = run_local(&input, &cfg);
+    assert_eq!(report.stats.drops.get("too_complex"), Some(&1));
+}
+
+#[test]
+fn zero_length_and_headerless_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut file = record("1", "https://a.example/zero", b"");
+    file.extend(record(
+        "2",
+        "https://a.example/raw",
+        b"<html><p>no headers</p>",
+    ));
+    file.extend(record(
+        "3",
+        "https://a.example/ok",
+        &http(b"<p>A fine page with text.</p>"),
+    ));
+    std::fs::write(dir.path().join("z.warc"), file).expect("write");
+    let (out, report) = run_local(&dir.path().join("z.warc"), &config());
+    assert_eq!(report.stats.drops.get("empty_record"), Some(&1));
+    assert_eq!(report.stats.drops.get("no_http_headers"), Some(&1));
+    assert_eq!(
+        urls(&docs(&out.path().join("z.parquet"))),
+        vec!["https://a.example/ok"]
+    );
+}
+
+#[test]
+fn extraction_from_and_to_s3() {
+    let endpoint = match std::env::var("TOKENMILL_TEST_S3_ENDPOINT") {
+        Ok(e) if !e.is_empty() => e,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the S3 tests: set TOKENMILL_TEST_S3_ENDPOINT (scripts/test.sh does)"
+            );
+            eprintln!("TOKENMILL_TEST_S3_ENDPOINT unset: S3 test skipped");
+            return;
+        }
+    };
+    let storage = Storage::with_options(S3Options {
+        endpoint: Some(endpoint.clone()),
+        ..S3Options::default()
+    });
+    let bucket = format!("tm-extract-{}-{}", std::process::id(), fastrand::u32(..));
+    let base = Location::parse(&format!("s3://{bucket}/")).expect("address");
+    storage.create_bucket(&base).expect("bucket");
+    for name in ["crawl.warc.gz", "broken.warc.gz"] {
+        storage
+            .put(&base.join(&format!("crawl/{name}")), &fixture(name))
+            .expect("upload");
+    }
+    let output = binary(vec![
+        "--input".into(),
+        format!("s3://{bucket}/crawl/"),
+        "--output".into(),
+        format!("s3://{bucket}/text/"),
+        "--log-format".into(),
+        "json".into(),
+    ])
+    .env("AWS_ENDPOINT_URL", &endpoint)
+    .output()
+    .expect("run mill-extract");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let local_dir = tempfile::tempdir().expect("tempdir");
+    for name in ["crawl.warc.gz", "broken.warc.gz"] {
+        std::fs::write(local_dir.path().join(name), fixture(name)).expect("copy");
+    }
+    let (local, _) = run_local(local_dir.path(), &config());
+    for stem in ["crawl", "broken"] {
+        let remote = read_all_documents(&storage, &base.join(&format!("text/{stem}.parquet")))
+            .expect("read S3 output");
+        let here = docs(&local.path().join(format!("{stem}.parquet")));
+        let texts = |d: &[Document]| -> Vec<(String, String)> {
+            d.iter().map(|d| (d.id.clone(), d.text.clone())).collect()
+        };
+        assert_eq!(texts(&remote), texts(&here), "{stem}");
+        assert!(!remote.is_empty());
+    }
+    assert!(
+        storage
+            .exists(&base.join("text/_done/crawl.json"))
+            .expect("marker")
+    );
+}
