@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The README's first command: builds tokenmill and runs the first stage on the fixture
-# documents, on local disk. Output lands in out/quickstart/.
+# The README's first command: builds tokenmill and runs the web pipeline's first stages
+# on the fixture crawl, on local disk: WARC -> extract -> langid -> quality. Output lands
+# in out/quickstart/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Builds every target (tests and benches too): the same build scripts/test.sh uses.
 cargo build --release --locked --workspace --all-targets
+scripts/fetch-models.sh
 out=out/quickstart
+./target/release/mill-extract \
+  --input fixtures/warc \
+  --output "$out/extract" \
+  --config fixtures/extract.toml \
+  --keep-rejected
+./target/release/mill-langid --input "$out/extract" --output "$out/langid"
+./target/release/mill-quality --input "$out/langid" --output "$out/quality" --keep-rejected
+# JSONL and Parquet corpora from elsewhere (FineWeb, dolma layouts) come in through import.
 ./target/release/mill-import \
   --input fixtures/docs \
   --output "$out/import" \
   --config fixtures/import.toml \
   --keep-rejected
-echo "shards: $out/import/*.parquet (rejected documents with their reason: $out/import/_rejected/)"
+echo "documents: $out/quality/*.parquet (each stage's rejects, with their reason: $out/<stage>/_rejected/)"

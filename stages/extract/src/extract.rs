@@ -70,7 +70,7 @@ pub fn main_text(page: &Page, opts: &Options) -> String {
         let inherited = parent(node.parent).is_some_and(|p| removed[p]);
         let share = raw[id] as f64 / root_raw as f64;
         removed[id] = inherited
-            || node.kind == Kind::Skip && node.flags & SEMANTIC_BOILER == 0
+            || node.kind == Kind::Skip
             || node.flags & HIDDEN != 0
             || node.flags & (BOILER | SEMANTIC_BOILER) != 0 && share <= opts.wrapper_share;
     }

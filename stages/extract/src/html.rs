@@ -115,15 +115,18 @@ fn kind(name: &[u8]) -> (Kind, bool) {
         b"p" | b"div" | b"section" | b"article" | b"main" | b"header" | b"h1" | b"h2" | b"h3"
         | b"h4" | b"h5" | b"h6" | b"ul" | b"ol" | b"dl" | b"dt" | b"dd" | b"table" | b"tr"
         | b"thead" | b"tbody" | b"tfoot" | b"caption" | b"blockquote" | b"address" | b"center"
-        | b"fieldset" | b"figcaption" | b"figure" | b"details" | b"summary" | b"body" | b"html"
-        | b"hgroup" | b"legend" | b"dir" | b"frameset" | b"form" => (Kind::Block, false),
+        | b"figcaption" | b"details" | b"summary" | b"body" | b"html" | b"hgroup" | b"dir"
+        | b"nav" | b"aside" | b"footer" | b"menu" => (Kind::Block, false),
         b"li" => (Kind::Item, false),
         b"td" | b"th" => (Kind::Cell, false),
         b"pre" | b"listing" | b"plaintext" => (Kind::Pre, false),
         b"script" | b"style" | b"noscript" | b"template" | b"svg" | b"math" | b"iframe"
         | b"object" | b"canvas" | b"video" | b"audio" | b"select" | b"button" | b"textarea"
-        | b"head" | b"title" | b"nav" | b"aside" | b"footer" | b"menu" | b"dialog" | b"noembed"
-        | b"noframes" | b"xmp" | b"datalist" | b"map" | b"applet" => (Kind::Skip, false),
+        | b"head" | b"title" | b"dialog" | b"noembed" | b"noframes" | b"xmp" | b"datalist"
+        | b"map" | b"applet" | b"form" | b"fieldset" | b"figure" | b"label" | b"legend"
+        | b"time" | b"ins" | b"picture" | b"option" | b"optgroup" | b"frameset" | b"frame"
+        | b"marquee" | b"output" | b"progress" | b"rp" | b"rt" | b"rtc" | b"blink"
+        | b"menuitem" => (Kind::Skip, false),
         b"br" | b"hr" | b"img" | b"input" | b"meta" | b"link" | b"area" | b"base" | b"col"
         | b"embed" | b"param" | b"source" | b"track" | b"wbr" | b"keygen" => (Kind::Inline, true),
         _ => (Kind::Inline, false),
@@ -146,84 +149,150 @@ fn raw_text(name: &[u8]) -> bool {
     )
 }
 
-/// Class/id words that mark navigation, ads, comments and other boilerplate.
+/// Class/id substrings that mark navigation, ads, comments and other boilerplate on
+/// block containers (div, section, span, p, lists). The list follows what the
+/// reference extractor (trafilatura, as FineWeb and RefinedWeb ran it, in precision
+/// mode and without comments) discards, so that both keep the same text.
 const BOILER_WORDS: &[&str] = &[
-    "nav",
-    "menu",
     "footer",
-    "sidebar",
-    "breadcrumb",
-    "comment",
-    "share",
-    "sharing",
-    "social",
-    "cookie",
-    "consent",
-    "gdpr",
-    "banner",
-    "advert",
-    "sponsor",
     "related",
-    "popup",
-    "modal",
+    "viral",
+    "social",
+    "sociable",
+    "syndication",
+    "share-",
     "newsletter",
-    "subscribe",
-    "signup",
-    "sign-up",
-    "login",
-    "pagination",
-    "pager",
-    "skip-link",
-    "skiplink",
-    "toolbar",
-    "masthead",
-    "widget",
-    "disqus",
-    "promo",
-    "overlay",
+    "subnav",
+    "cookie",
     "tags",
+    "tag-list",
+    "sidebar",
+    "banner",
+    "bar",
+    "meta",
+    "menu",
+    "navigation",
+    "breadcrumb",
+    "bread-crumb",
+    "author",
+    "button",
     "byline",
-    "author-info",
     "rating",
-    "print-link",
-    "recommend",
-    "trending",
+    "widget",
+    "attachment",
+    "timestamp",
+    "user-info",
+    "user-profile",
+    "-ad-",
+    "-icon",
+    "infoline",
+    "outbrain",
+    "taboola",
+    "criteo",
+    "options",
+    "expand",
+    "consent",
+    "modal-content",
+    "paid-content",
+    "paidcontent",
+    "paywall",
+    "premium-",
+    "obfuscated",
+    "blurred",
+    "permission",
+    "next-",
+    "side-stories",
+    "related-stories",
+    "most-popular",
+    "message",
+    "slide",
+    "viewport",
+    "comment",
+    "disqus",
+    "akismet",
+    "reply-",
+    "suggest-links",
+    "teaser",
+    "bottom",
+    "link",
+    "popup",
+    "pagination",
 ];
-/// Whole class/id tokens that mark boilerplate (too short to match inside words).
-const BOILER_TOKENS: &[&str] = &[
-    "ad",
-    "ads",
-    "adsbox",
-    "topbar",
-    "header",
-    "site-header",
-    "share",
-];
+/// Id substrings that mark boilerplate (ids are matched more loosely than classes).
+const BOILER_ID_WORDS: &[&str] = &["nav", "share", "shar", "respond"];
+/// Class prefixes that mark boilerplate.
+const BOILER_CLASS_PREFIXES: &[&str] = &["nav", "shar", "post-nav", "comments"];
+/// Class/id substrings that hide an element.
+const HIDE_WORDS: &[&str] = &[" hidden", " hide", "hide-", "noprint", "notloaded"];
 /// Class/id words that mark main content.
 const CONTENT_WORDS: &[&str] = &[
-    "content",
-    "article",
-    "main",
-    "post",
-    "entry",
-    "story",
+    "post-text",
+    "post_text",
+    "post-body",
+    "post-entry",
+    "postentry",
+    "post-content",
+    "post_content",
+    "postcontent",
+    "article-text",
+    "articletext",
+    "entry-content",
+    "article-content",
+    "article__content",
+    "article-body",
+    "article__body",
+    "articlebody",
+    "articlecontent",
+    "page-content",
+    "text-content",
     "body-text",
-    "bodytext",
-    "text",
-    "prose",
-    "markdown",
-    "documentation",
-    "doc-body",
+    "art-content",
+    "storycontent",
+    "story-content",
+    "story-body",
+    "blog-content",
+    "section-content",
+    "single-content",
+    "main-column",
+    "fulltext",
+    "content-main",
+    "content_main",
+    "content-body",
+    "contentbody",
+    "content__body",
+    "main-content",
+    "main_content",
 ];
 
-fn classify_attr(value: &str, flags: &mut u8) {
+/// How class, id and role values mark an element.
+fn classify(name: &str, value: &str, boiler_rules: bool, flags: &mut u8) {
     let v = value.to_ascii_lowercase();
-    let boiler = BOILER_WORDS.iter().any(|w| v.contains(w))
-        || v.split(|c: char| c.is_ascii_whitespace())
-            .any(|t| BOILER_TOKENS.contains(&t));
-    if boiler {
-        *flags |= BOILER;
-    } else if CONTENT_WORDS.iter().any(|w| v.contains(w)) {
+    let class = name.eq_ignore_ascii_case("class");
+    let spaced = format!(" {v}");
+    if HIDE_WORDS.iter().any(|w| spaced.contains(w)) || (!class && v.contains("hidden")) {
+        *flags |= HIDDEN;
+    }
+    if boiler_rules {
+        let boiler = BOILER_WORDS.iter().any(|w| v.contains(w))
+            || (!class && BOILER_ID_WORDS.iter().any(|w| v.contains(w)))
+            || (class && BOILER_CLASS_PREFIXES.iter().any(|p| v.starts_with(p)))
+            || (class
+                && v.split_ascii_whitespace()
+                    .any(|t| matches!(t, "ad" | "ads" | "advert" | "advertisement")))
+            || v == "post-nav";
+        if boiler {
+            *flags |= BOILER;
+        }
+    }
+    if CONTENT_WORDS.iter().any(|w| v.contains(w))
+        || matches!(
+            v.as_str(),
+            "post" | "entry" | "content" | "text" | "story" | "article"
+        )
+        || v.starts_with("main")
+        || v.starts_with("article ")
+        || v.starts_with("primary")
+    {
         *flags |= CONTENT;
     }
 }
@@ -308,11 +377,18 @@ impl Builder<'_> {
             return;
         }
         let mut flags = 0;
-        parse_attrs(attrs, &mut flags);
+        let boiler_rules = matches!(
+            &lower[..],
+            b"div" | b"section" | b"span" | b"p" | b"ul" | b"ol" | b"dl" | b"li"
+        );
+        parse_attrs(attrs, boiler_rules, &mut flags);
         if matches!(&lower[..], b"article" | b"main") {
             flags |= CONTENT;
         }
-        if matches!(&lower[..], b"nav" | b"aside" | b"footer" | b"menu") {
+        if matches!(
+            &lower[..],
+            b"nav" | b"aside" | b"footer" | b"menu" | b"header"
+        ) {
             flags |= SEMANTIC_BOILER;
         }
         let id = self.page.nodes.len() as u32;
@@ -370,7 +446,7 @@ impl Builder<'_> {
 }
 
 /// Looks at the attributes we use; the rest are skipped.
-fn parse_attrs(attrs: &str, flags: &mut u8) {
+fn parse_attrs(attrs: &str, boiler_rules: bool, flags: &mut u8) {
     let b = attrs.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -410,7 +486,7 @@ fn parse_attrs(attrs: &str, flags: &mut u8) {
             continue;
         }
         if name.eq_ignore_ascii_case("class") || name.eq_ignore_ascii_case("id") {
-            classify_attr(value, flags);
+            classify(name, value, boiler_rules, flags);
         } else if name.eq_ignore_ascii_case("role") {
             match value.to_ascii_lowercase().as_str() {
                 "navigation" | "banner" | "contentinfo" | "complementary" | "menu" | "menubar"
@@ -422,8 +498,6 @@ fn parse_attrs(attrs: &str, flags: &mut u8) {
             if value.eq_ignore_ascii_case("articleBody") {
                 *flags |= CONTENT;
             }
-        } else if name.eq_ignore_ascii_case("hidden") {
-            *flags |= HIDDEN;
         } else if name.eq_ignore_ascii_case("aria-hidden") {
             if value.eq_ignore_ascii_case("true") {
                 *flags |= HIDDEN;
@@ -434,7 +508,7 @@ fn parse_attrs(attrs: &str, flags: &mut u8) {
                 .filter(|c| !c.is_whitespace())
                 .collect::<String>()
                 .to_ascii_lowercase();
-            if v.contains("display:none") || v.contains("visibility:hidden") {
+            if v.contains("display:none") || v.contains("hidden") {
                 *flags |= HIDDEN;
             }
         }
@@ -610,7 +684,7 @@ mod tests {
     #[test]
     fn attributes_mark_nodes() {
         let p = parse(
-            r#"<div class="site-nav">n</div><div id=main-content>c</div><p hidden>h</p><div style="display: none">x</div><span class='ad'>a</span>"#,
+            r#"<div id="site-nav">n</div><div id=main-content>c</div><p aria-hidden="true">h</p><div style="display: none">x</div><span class='ad'>a</span>"#,
             1000,
         );
         assert_eq!(p.nodes[0].flags & BOILER, BOILER);

@@ -198,9 +198,13 @@ impl<R: Read> WarcReader<R> {
                     }));
                 }
                 Fill::Damage(detail) => {
-                    // Between records: the damaged member held a record or junk.
                     self.pos = self.end;
-                    return Ok(Some(self.damaged(detail)));
+                    // Skipping the rest of a record already counted: the damage is
+                    // part of that loss. Otherwise the damaged member held a record
+                    // or junk of its own.
+                    if !self.quiet_junk {
+                        return Ok(Some(self.damaged(detail)));
+                    }
                 }
             }
         }

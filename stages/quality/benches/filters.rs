@@ -1,6 +1,8 @@
 //! Whole-stage speed on one core: documents/s of langid, quality, and the two fused, on
 //! the JSONL corpus named by `TOKENMILL_BENCH_CORPUS` (scripts/bench-filters.sh makes it
-//! and times datatrove on the same documents). Prints one JSON line of results.
+//! and times datatrove on the same documents); and, when `TOKENMILL_BENCH_WARC` names a
+//! WARC file, pages/s of extract alone and of extract -> langid -> quality fused on its
+//! HTML pages. Prints one JSON line of results.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -51,13 +53,51 @@ fn main() {
     let (langid_rate, langid_kept) = time(&[&langid]);
     let (quality_rate, quality_kept) = time(&[&quality]);
     let (fused_rate, fused_kept) = time(&[&langid, &quality]);
-    println!(
-        "{}",
-        serde_json::json!({
-            "docs": docs.len(),
-            "langid_docs_per_s": langid_rate, "langid_kept": langid_kept,
-            "quality_docs_per_s": quality_rate, "quality_kept": quality_kept,
-            "fused_docs_per_s": fused_rate, "fused_kept": fused_kept,
-        })
-    );
+    let mut out = serde_json::json!({
+        "docs": docs.len(),
+        "langid_docs_per_s": langid_rate, "langid_kept": langid_kept,
+        "quality_docs_per_s": quality_rate, "quality_kept": quality_kept,
+        "fused_docs_per_s": fused_rate, "fused_kept": fused_kept,
+    });
+    if let Ok(warc) = std::env::var("TOKENMILL_BENCH_WARC") {
+        let pages = warc_pages(&warc);
+        let extract = extract::Extract::new(&extract::Config::default());
+        let time_pages = |stages: &[&dyn Stage]| {
+            let mut work = pages.clone();
+            let start = Instant::now();
+            let mut kept = 0usize;
+            for doc in work.iter_mut() {
+                if stages.iter().all(|s| s.process(doc) == Verdict::Keep) {
+                    kept += 1;
+                }
+            }
+            (pages.len() as f64 / start.elapsed().as_secs_f64(), kept)
+        };
+        let (extract_rate, extract_kept) = time_pages(&[&extract]);
+        let (all_rate, all_kept) = time_pages(&[&extract, &langid, &quality]);
+        out["pages"] = pages.len().into();
+        out["extract_pages_per_s"] = extract_rate.into();
+        out["extract_kept"] = extract_kept.into();
+        out["extract_fused_pages_per_s"] = all_rate.into();
+        out["extract_fused_kept"] = all_kept.into();
+    }
+    println!("{out}");
+}
+
+/// The HTML pages of a WARC file, as the extract stage's source hands them on.
+fn warc_pages(path: &str) -> Vec<Document> {
+    use pipeline::{Location, Source};
+    let storage = Storage::new();
+    let loc = Location::Local(path.into());
+    let meta = storage
+        .head(&loc)
+        .expect("stat WARC")
+        .expect("the WARC file exists");
+    let source = extract::WarcSource::new(&extract::Config::default());
+    let name = loc.file_name().to_string();
+    let mut pages = Vec::new();
+    for batch in source.read(&storage, &meta, &name).expect("open WARC") {
+        pages.extend(batch.expect("read WARC").docs);
+    }
+    pages
 }
