@@ -141,8 +141,11 @@ struct Lines<'a> {
 impl Lines<'_> {
     fn flush(&mut self) {
         let line = self.line.trim_end();
-        if self.solid > 0 && (self.linked as f64) <= self.opts.max_link_density * self.solid as f64
-        {
+        // Table rows are kept whatever their links, as the reference extractor keeps
+        // tables; other lines must be mostly text.
+        let text_enough = self.cells > 0
+            || (self.linked as f64) <= self.opts.max_link_density * self.solid as f64;
+        if self.solid > 0 && text_enough {
             if !self.out.is_empty() {
                 self.out.push('\n');
             }
