@@ -107,7 +107,7 @@ def compare(corpus, ours_path, model_path, warc=None):
         extractor = Trafilatura(favour_precision=True)
 
         def rate_pages(filters):
-            items = [Document(text=p.text, id=p.id, metadata=dict(p.metadata)) for p in pages]
+            items = [Document(text=p["text"], id=p["id"]) for p in pages]
             start = time.perf_counter()
             for doc in items:
                 # datatrove's extractor step, without its per-page subprocess timeout.
