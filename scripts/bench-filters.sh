@@ -23,3 +23,11 @@ cargo build --release --locked -p quality --bench filters >/dev/null 2>&1 || car
 bin="$(ls -t target/release/deps/filters-* | grep -v '\.d$' | head -1)"
 TOKENMILL_BENCH_CORPUS="$work/corpus.jsonl" TOKENMILL_BENCH_WARC="$warc" taskset -c 0 "$bin" >"$work/ours.json"
 taskset -c 0 python3 scripts/bench_filters.py compare "$work/corpus.jsonl" "$work/ours.json" .cache/models/lid.176.ftz "$warc"
+
+# The quality cross-check on real text: the pages of that WARC file extracted, labelled
+# and filtered by the binaries, then compared with datatrove's filters document by document.
+cargo build --release --locked -p extract -p langid -p quality --bins >/dev/null 2>&1
+./target/release/mill-extract --input "$warc" --output "$work/x" --log-format json >/dev/null 2>&1
+./target/release/mill-langid --input "$work/x" --output "$work/l" --config <(echo 'min_score = 0.0') --log-format json >/dev/null 2>&1
+./target/release/mill-quality --input "$work/l" --output "$work/q" --keep-rejected --log-format json >/dev/null 2>&1
+python3 scripts/quality_crosscheck.py "$work/l" "$work/q"
