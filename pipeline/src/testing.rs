@@ -283,3 +283,20 @@ pub fn wait_for_port(port: u16, timeout: Duration) -> bool {
     }
     false
 }
+
+/// Compares `got` with the golden file `path`, or rewrites the file when
+/// `TOKENMILL_BLESS` is set (after a deliberate change).
+pub fn golden(path: &Path, got: &str) {
+    if std::env::var_os("TOKENMILL_BLESS").is_some() {
+        std::fs::write(path, got).expect("bless golden file");
+        return;
+    }
+    let expected =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("golden {}: {e}", path.display()));
+    assert_eq!(
+        got,
+        expected,
+        "{} (TOKENMILL_BLESS=1 rewrites it)",
+        path.display()
+    );
+}

@@ -92,15 +92,9 @@ fn urls(docs: &[Document]) -> Vec<String> {
     docs.iter().filter_map(|d| d.url.clone()).collect()
 }
 
-/// Compares with a golden file, or rewrites it when `TOKENMILL_BLESS=1`.
+/// Compares with a golden file under fixtures/expected (`TOKENMILL_BLESS=1` rewrites it).
 fn golden(name: &str, got: &str) {
-    let path = root().join("fixtures/expected").join(name);
-    if std::env::var_os("TOKENMILL_BLESS").is_some() {
-        std::fs::write(&path, got).expect("bless golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("golden {name}: {e}"));
-    assert_eq!(got, expected, "{name} (TOKENMILL_BLESS=1 rewrites it)");
+    pipeline::testing::golden(&root().join("fixtures/expected").join(name), got);
 }
 
 fn golden_lines(docs: &[Document]) -> String {

@@ -56,15 +56,9 @@ fn conformance() {
     });
 }
 
-/// Compares with a golden file, or rewrites it when `TOKENMILL_BLESS=1`.
+/// Compares with a golden file under fixtures/expected (`TOKENMILL_BLESS=1` rewrites it).
 fn golden(name: &str, got: &str) {
-    let path = fixtures().join("expected").join(name);
-    if std::env::var_os("TOKENMILL_BLESS").is_some() {
-        std::fs::write(&path, got).expect("bless golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("golden {name}: {e}"));
-    assert_eq!(got, expected, "{name} (TOKENMILL_BLESS=1 rewrites it)");
+    pipeline::testing::golden(&fixtures().join("expected").join(name), got);
 }
 
 /// The documents of an output shard as one JSON line each (file_path dropped: it holds
