@@ -40,8 +40,28 @@ impl Default for Options {
     }
 }
 
-/// The main text of a page ("" when there is none).
+/// Below this many bytes the result of the strict pass is compared with a pass that
+/// ignores class/id rules (trafilatura's MIN_EXTRACTED_SIZE is the same 250).
+const RECOVER_BELOW: usize = 250;
+
+/// The main text of a page ("" when there is none). When the class/id boilerplate rules
+/// leave almost nothing, they were wrong for this page (a site that names its content
+/// `textshared…`, say): the page is extracted again without them, and that text wins
+/// when it is over twice as long, as trafilatura falls back to a second extractor.
 pub fn main_text(page: &Page, opts: &Options) -> String {
+    let text = extract_pass(page, opts, true);
+    if text.len() >= RECOVER_BELOW {
+        return text;
+    }
+    let relaxed = extract_pass(page, opts, false);
+    if relaxed.len() > 2 * text.len() {
+        relaxed
+    } else {
+        text
+    }
+}
+
+fn extract_pass(page: &Page, opts: &Options, class_rules: bool) -> String {
     let n = page.nodes.len();
     if n == 0 {
         return render(page, 0, page.events.len(), &[], opts);
@@ -64,6 +84,11 @@ pub fn main_text(page: &Page, opts: &Options) -> String {
     }
     .max(1);
     // Removal, then clean text per subtree.
+    let boiler = if class_rules {
+        BOILER | SEMANTIC_BOILER
+    } else {
+        SEMANTIC_BOILER
+    };
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
@@ -72,7 +97,7 @@ pub fn main_text(page: &Page, opts: &Options) -> String {
         removed[id] = inherited
             || node.kind == Kind::Skip
             || node.flags & HIDDEN != 0
-            || node.flags & (BOILER | SEMANTIC_BOILER) != 0 && share <= opts.wrapper_share;
+            || node.flags & boiler != 0 && share <= opts.wrapper_share;
     }
     let mut clean = vec![0u64; n];
     for id in (0..n).rev() {

@@ -219,7 +219,7 @@ const BOILER_WORDS: &[&str] = &[
     "pagination",
 ];
 /// Id substrings that mark boilerplate (ids are matched more loosely than classes).
-const BOILER_ID_WORDS: &[&str] = &["nav", "share", "shar", "respond"];
+const BOILER_ID_WORDS: &[&str] = &["nav", "share", "respond"];
 /// Class prefixes that mark boilerplate.
 const BOILER_CLASS_PREFIXES: &[&str] = &["nav", "shar", "post-nav", "comments"];
 /// Class/id substrings that hide an element.
@@ -274,7 +274,8 @@ fn classify(name: &str, value: &str, boiler_rules: bool, flags: &mut u8) {
     }
     if boiler_rules {
         let boiler = BOILER_WORDS.iter().any(|w| v.contains(w))
-            || (!class && BOILER_ID_WORDS.iter().any(|w| v.contains(w)))
+            || (!class && BOILER_ID_WORDS.iter().any(|w| v.contains(w)) && !v.contains("shared"))
+            || (!class && v.starts_with("shar"))
             || (class && BOILER_CLASS_PREFIXES.iter().any(|p| v.starts_with(p)))
             || (class
                 && v.split_ascii_whitespace()
