@@ -3,7 +3,7 @@
 //! maps is built: while tokenizing we keep only what extraction looks at (the tag, and
 //! whether class/id/role/hidden mark the element as boilerplate, hidden or content).
 //!
-//! Work is linear in the page size: end tags look at most [`END_TAG_SEARCH`] levels
+//! Work is linear in the page size: end tags look at most `END_TAG_SEARCH` (64) levels
 //! down the stack, nesting deeper than [`MAX_DEPTH`] is flattened, and a page over the
 //! tag budget stops being parsed (the caller drops it as too complex).
 
