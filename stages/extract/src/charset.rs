@@ -42,10 +42,14 @@ pub fn decode(bytes: &[u8], http_charset: Option<&str>, host: &str) -> Decoded {
                     }
                 }
             }
-        } else if is_single_byte(enc) && !bytes.is_ascii() && std::str::from_utf8(bytes).is_ok() {
-            // Valid multi-byte UTF-8 labelled as a legacy charset: the label is wrong.
-            return plain(std::str::from_utf8(bytes).unwrap_or_default(), "detected");
         } else {
+            // Valid multi-byte UTF-8 labelled as a legacy charset: the label is wrong.
+            if enc.is_single_byte()
+                && !bytes.is_ascii()
+                && let Ok(s) = std::str::from_utf8(bytes)
+            {
+                return plain(s, "detected");
+            }
             return run(enc, bytes, source);
         }
     }
@@ -84,10 +88,6 @@ fn run(enc: &'static Encoding, bytes: &[u8], source: &'static str) -> Decoded {
         source,
         replaced,
     }
-}
-
-fn is_single_byte(enc: &'static Encoding) -> bool {
-    enc.is_single_byte()
 }
 
 /// The charset a `<meta>` tag declares in the first 1024 bytes (the HTML prescan,

@@ -17,6 +17,16 @@ use flate2::{Decompress, FlushDecompress, Status};
 pub const RETAIN: usize = 16 << 20;
 
 const CHUNK: usize = 256 << 10;
+
+/// `read`, retried while it is interrupted.
+pub(crate) fn read_some(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
 const MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 
 /// The damage a [`GzMembers`] stepped over, carried inside the `io::Error` it returns.
@@ -117,20 +127,10 @@ impl<R: Read> GzMembers<R> {
         if self.buf.len() - self.end < CHUNK {
             self.buf.resize(self.end + CHUNK, 0);
         }
-        loop {
-            match self.inner.read(&mut self.buf[self.end..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        let n = read_some(&mut self.inner, &mut self.buf[self.end..])?;
+        self.end += n;
+        self.eof = n == 0;
+        Ok(n > 0)
     }
 
     fn start_member(&mut self) {

@@ -339,10 +339,10 @@ impl Builder<'_> {
         false
     }
 
-    fn open(&mut self, name: &[u8], attrs: &str) {
-        let lower = name.to_ascii_lowercase();
-        let name_hash = h(&lower);
-        let (kind, void) = kind(&lower);
+    /// Opens an element; `lower` is its lowercased name.
+    fn open(&mut self, lower: &[u8], attrs: &str) {
+        let name_hash = h(lower);
+        let (kind, void) = kind(lower);
         if void {
             if name_hash == BR || name_hash == HR {
                 self.page.events.push(Event::Break);
@@ -379,17 +379,14 @@ impl Builder<'_> {
         }
         let mut flags = 0;
         let boiler_rules = matches!(
-            &lower[..],
+            lower,
             b"div" | b"section" | b"span" | b"p" | b"ul" | b"ol" | b"dl" | b"li"
         );
         parse_attrs(attrs, boiler_rules, &mut flags);
-        if matches!(&lower[..], b"article" | b"main") {
+        if matches!(lower, b"article" | b"main") {
             flags |= CONTENT;
         }
-        if matches!(
-            &lower[..],
-            b"nav" | b"aside" | b"footer" | b"menu" | b"header"
-        ) {
+        if matches!(lower, b"nav" | b"aside" | b"footer" | b"menu" | b"header") {
             flags |= SEMANTIC_BOILER;
         }
         let id = self.page.nodes.len() as u32;
@@ -624,7 +621,7 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
         let attrs = &src[name_end.min(tag_end)..tag_end];
         let lower = name.to_ascii_lowercase();
         // A `/>` on a non-void HTML element means nothing (browsers open it).
-        b.open(name, attrs);
+        b.open(&lower, attrs);
         if raw_text(&lower) {
             // Raw text runs to the end tag; without one, browsers swallow the rest of
             // the page, we close the element here instead.

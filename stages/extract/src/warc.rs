@@ -113,29 +113,26 @@ impl<R: Read> WarcReader<R> {
         if self.buf.len() - self.end < CHUNK {
             self.buf.resize(self.end + CHUNK, 0);
         }
-        loop {
-            match self.inner.read(&mut self.buf[self.end..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(Fill::End);
+        match crate::gz::read_some(&mut self.inner, &mut self.buf[self.end..]) {
+            Ok(0) => {
+                self.eof = true;
+                Ok(Fill::End)
+            }
+            Ok(n) => {
+                self.end += n;
+                Ok(Fill::More)
+            }
+            Err(e) => {
+                if let Some(gap) = Gap::from_io(&e) {
+                    self.gap_pending = true;
+                    return Ok(Fill::Damage(gap.to_string()));
                 }
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(Fill::More);
+                if pipeline::Error::from_io(&e).is_some() {
+                    return Err(e);
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    if let Some(gap) = Gap::from_io(&e) {
-                        self.gap_pending = true;
-                        return Ok(Fill::Damage(gap.to_string()));
-                    }
-                    if pipeline::Error::from_io(&e).is_some() {
-                        return Err(e);
-                    }
-                    // Any other decoder error ends the stream.
-                    self.failed = true;
-                    return Ok(Fill::Damage(format!("decompression failed: {e}")));
-                }
+                // Any other decoder error ends the stream.
+                self.failed = true;
+                Ok(Fill::Damage(format!("decompression failed: {e}")))
             }
         }
     }
