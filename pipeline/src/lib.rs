@@ -22,7 +22,7 @@ pub mod testing;
 
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};
-pub use runner::{Partition, Report, RunOptions, Stage, Step, Verdict, run};
+pub use runner::{Partition, Plan, Planned, Report, RunOptions, Stage, Step, Verdict, plan, run};
 pub use source::{DocBatch, DocumentSource, Source};
 pub use stats::Stats;
 pub use storage::{Location, ObjectMeta, Storage};

@@ -160,11 +160,23 @@ pub struct Report {
     pub stats: Stats,
 }
 
-/// One input of this task, with its stem.
-struct Planned<'a> {
-    meta: &'a ObjectMeta,
-    relative: String,
-    stem: String,
+/// One input of this task, with its stem (the name its outputs and marker derive from).
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub meta: ObjectMeta,
+    pub relative: String,
+    pub stem: String,
+}
+
+/// What one task of a step has to do: the inputs to run and those already done.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Inputs of this task without a matching marker, in listing order.
+    pub todo: Vec<Planned>,
+    /// Relative paths of this task's inputs whose marker matches.
+    pub skipped: Vec<String>,
+    /// Inputs listed for all tasks.
+    pub listed: usize,
 }
 
 fn hidden(relative: &str) -> bool {
@@ -173,10 +185,17 @@ fn hidden(relative: &str) -> bool {
         .any(|part| part.starts_with('_') || part.starts_with('.'))
 }
 
-/// Runs one task of a step.
-pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> {
+/// Lists the inputs `source` reads, splits them among the tasks and checks this task's
+/// markers: the planning every multi-input step shares. Prints the plan on a dry run.
+pub fn plan(
+    step_name: &str,
+    source: &dyn Source,
+    config_hash: &str,
+    storage: &Storage,
+    opts: &RunOptions,
+) -> Result<Plan> {
     let listing = storage.list(&opts.input)?;
-    let mut inputs: Vec<(ObjectMeta, String, String)> = Vec::new();
+    let mut inputs: Vec<Planned> = Vec::new();
     for meta in listing {
         let relative = if meta.relative.is_empty() {
             meta.location.file_name().to_string()
@@ -186,22 +205,23 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
         if hidden(&relative) {
             continue;
         }
-        if let Some(stem) = step.source.stem(&relative) {
-            inputs.push((
-                ObjectMeta {
+        if let Some(stem) = source.stem(&relative) {
+            inputs.push(Planned {
+                meta: ObjectMeta {
                     relative: relative.clone(),
                     ..meta
                 },
                 relative,
                 stem,
-            ));
+            });
         }
     }
     let mut stems: BTreeMap<&str, &str> = BTreeMap::new();
-    for (_, relative, stem) in &inputs {
-        if let Some(other) = stems.insert(stem, relative) {
+    for p in &inputs {
+        if let Some(other) = stems.insert(&p.stem, &p.relative) {
             return Err(Error::Usage(format!(
-                "inputs {other} and {relative} would both write {stem}.parquet: rename one"
+                "inputs {other} and {} would both write outputs named {}: rename one",
+                p.relative, p.stem
             )));
         }
     }
@@ -211,64 +231,81 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
             opts.input
         )));
     }
-    let metas: Vec<ObjectMeta> = inputs.iter().map(|(m, _, _)| m.clone()).collect();
+    let metas: Vec<ObjectMeta> = inputs.iter().map(|p| p.meta.clone()).collect();
     let assignment = tasks::assignment(&metas, opts.tasks);
-    let mine: Vec<Planned<'_>> = inputs
-        .iter()
-        .zip(&assignment)
-        .filter(|(_, t)| **t == opts.task)
-        .map(|((meta, relative, stem), _)| Planned {
-            meta,
-            relative: relative.clone(),
-            stem: stem.clone(),
-        })
-        .collect();
-
-    let mut report = Report::default();
-    let mut todo = Vec::new();
-    for p in mine {
+    let listed = inputs.len();
+    let mut plan = Plan {
+        listed,
+        ..Plan::default()
+    };
+    for (p, task) in inputs.into_iter().zip(assignment) {
+        if task != opts.task {
+            continue;
+        }
         let done = !opts.force
             && read_marker(storage, &marker_location(&opts.output, &p.stem))?
-                .is_some_and(|m| m.matches(p.meta, &step.config_hash));
+                .is_some_and(|m| m.matches(&p.meta, config_hash));
         if done {
-            report.skipped.push(p.relative.clone());
+            plan.skipped.push(p.relative);
         } else {
-            todo.push(p);
+            plan.todo.push(p);
         }
     }
     tracing::info!(
-        step = %step.name,
+        step = %step_name,
         task = opts.task,
         tasks = opts.tasks,
-        inputs = inputs.len(),
-        todo = todo.len(),
-        skipped = report.skipped.len(),
+        inputs = listed,
+        todo = plan.todo.len(),
+        skipped = plan.skipped.len(),
         "planned"
     );
     if opts.dry_run {
         println!(
-            "step {} task {}/{}: {} inputs listed, {} to run, {} done",
-            step.name,
+            "step {step_name} task {}/{}: {listed} inputs listed, {} to run, {} done",
             opts.task,
             opts.tasks,
-            inputs.len(),
-            todo.len(),
-            report.skipped.len()
+            plan.todo.len(),
+            plan.skipped.len()
         );
-        for p in &todo {
+        for p in &plan.todo {
             println!("run  {} ({} bytes)", p.relative, p.meta.size);
         }
-        for s in &report.skipped {
+        for s in &plan.skipped {
             println!("skip {s}");
         }
-        return Ok(report);
     }
+    Ok(plan)
+}
 
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
+/// The worker pool of a run: `threads` threads, or one per core when 0.
+pub fn pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
         .thread_name(|i| format!("tokenmill-{i}"))
         .build()
-        .map_err(|e| Error::Usage(format!("starting {} worker threads: {e}", opts.threads)))?;
+        .map_err(|e| Error::Usage(format!("starting {threads} worker threads: {e}")))
+}
+
+/// Runs one task of a step.
+pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> {
+    let plan = plan(
+        &step.name,
+        step.source.as_ref(),
+        &step.config_hash,
+        storage,
+        opts,
+    )?;
+    let mut report = Report {
+        skipped: plan.skipped,
+        ..Report::default()
+    };
+    if opts.dry_run {
+        return Ok(report);
+    }
+    let todo = plan.todo;
+
+    let pool = pool(opts.threads)?;
     let total_bytes = todo.iter().map(|p| p.meta.size).sum();
     let progress = Progress::start(&step.name, todo.len() as u64, total_bytes, opts.progress);
     let results: Vec<Result<Stats>> = pool.install(|| {
@@ -293,7 +330,7 @@ fn process_input(
     step: &Step,
     storage: &Storage,
     opts: &RunOptions,
-    p: &Planned<'_>,
+    p: &Planned,
     progress: &Progress,
 ) -> Result<Stats> {
     let start = Instant::now();
@@ -317,7 +354,7 @@ fn process_input(
     };
     let rej_rel = format!("{REJECTED_DIR}/{}.parquet", p.stem);
 
-    for batch in step.source.read(storage, p.meta, &p.relative)? {
+    for batch in step.source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
         for (reason, n) in &batch.drops {
             stats.drop_n(reason, *n);
@@ -435,7 +472,8 @@ impl Outputs<'_> {
 /// conformance harness uses it to crash runs mid-file at chosen points.
 pub const CRASH_AFTER_BATCHES: &str = "TOKENMILL_CRASH_AFTER_BATCHES";
 
-fn crash_point() {
+/// Counts one written batch and aborts the process when [`CRASH_AFTER_BATCHES`] says so.
+pub fn crash_point() {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
     static LIMIT: OnceLock<Option<u64>> = OnceLock::new();

@@ -73,6 +73,21 @@ impl Location {
         }
     }
 
+    /// This address with `suffix` appended to its last component (`a/b` → `a/b.idx`).
+    pub fn with_suffix(&self, suffix: &str) -> Location {
+        match self {
+            Location::Local(p) => {
+                let mut s = p.clone().into_os_string();
+                s.push(suffix);
+                Location::Local(PathBuf::from(s))
+            }
+            Location::S3 { bucket, key } => Location::S3 {
+                bucket: bucket.clone(),
+                key: format!("{key}{suffix}"),
+            },
+        }
+    }
+
     /// The last path component (the object's name).
     pub fn file_name(&self) -> &str {
         match self {

@@ -1,0 +1,274 @@
+//! The tokenizer: a byte-level BPE trained with HuggingFace `tokenizers` (0.22, the
+//! release that trains and saves), and the encoder that turns text into ids.
+//!
+//! Pre-tokenisation is the o200k split (GPT-4o, also Llama 4 and gpt-oss): letter runs
+//! with case-aware boundaries and an optional leading non-letter (so ` the`, `(foo`
+//! and `_bar` are single pre-tokens, as code wants), digits in groups of at most
+//! three, punctuation runs with their trailing newlines, and whitespace runs kept
+//! apart from the next word except for one space. Every Unicode script is covered by
+//! `\p{L}`/`\p{M}`; scripts without spaces (CJK, Thai) become long letter runs that the
+//! BPE merges split. Then GPT-2's byte-to-unicode mapping, so any byte string has a
+//! spelling and no text is ever unknown. No normaliser: decode(encode(text)) == text,
+//! byte for byte.
+//!
+//! Encoding goes through the `tokenizers` 1.0 release candidate ("fast"), which reads
+//! the same `tokenizer.json` and produces the same ids many times faster; the 0.22
+//! encoder ("reference") stays available and the tests prove the two agree.
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{
+    AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, PostProcessorWrapper,
+    PreTokenizerWrapper, SplitDelimiterBehavior, TokenizerImpl,
+};
+
+use pipeline::{Error, Result};
+
+/// The o200k pre-tokenisation pattern, exactly as GPT-4o's `tokenizer.json` spells it
+/// (the fast encoder recognises this spelling and runs a compiled grammar for it).
+pub const O200K_PATTERN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The end-of-document token placed after every document.
+pub const END_OF_DOCUMENT: &str = "<|endoftext|>";
+
+type Trainable = TokenizerImpl<
+    ModelWrapper,
+    NormalizerWrapper,
+    PreTokenizerWrapper,
+    PostProcessorWrapper,
+    DecoderWrapper,
+>;
+
+/// How the vocabulary is trained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// Entries in the vocabulary, special tokens and the 256 byte tokens included.
+    /// Default 256,000: AI21's Jurassic-1 vocabulary size.
+    pub vocab_size: usize,
+    /// A pair must occur this often to be merged (HuggingFace's trainers and
+    /// GPT-NeoX's 50k tokenizer use 2).
+    pub min_frequency: u64,
+    /// Bytes of document text to train on. Shards are taken in a seeded order until
+    /// the sample holds this much.
+    pub sample_bytes: u64,
+    /// Seed of the shard order.
+    pub seed: u64,
+    /// Special tokens, given ids 0, 1, … in this order; the first is the
+    /// end-of-document token.
+    pub special_tokens: Vec<String>,
+    /// Longest token in characters (none: no limit, as GPT-2 and Llama 3 were trained).
+    pub max_token_length: Option<usize>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            vocab_size: 256_000,
+            min_frequency: 2,
+            sample_bytes: 1 << 30,
+            seed: 0,
+            special_tokens: vec![
+                END_OF_DOCUMENT.to_string(),
+                "<|padding|>".to_string(),
+                "<|begin_of_text|>".to_string(),
+            ],
+            max_token_length: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks what the trainer would otherwise reject late or silently.
+    pub fn validate(&self) -> Result<()> {
+        let floor = 256 + self.special_tokens.len();
+        if self.vocab_size < floor {
+            return Err(Error::Usage(format!(
+                "vocab_size {} is below the 256 byte tokens plus {} special tokens",
+                self.vocab_size,
+                self.special_tokens.len()
+            )));
+        }
+        if self.special_tokens.is_empty() {
+            return Err(Error::Usage(
+                "special_tokens must name at least the end-of-document token".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn tk_err(what: &str) -> impl Fn(tokenizers::Error) -> Error + '_ {
+    move |e| Error::Usage(format!("{what}: {e}"))
+}
+
+/// An untrained tokenizer with our pre-tokeniser and decoder.
+fn untrained() -> Result<Trainable> {
+    let split = Split::new(
+        SplitPattern::Regex(O200K_PATTERN.to_string()),
+        SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .map_err(tk_err("compiling the o200k pattern"))?;
+    let pre = Sequence::new(vec![
+        PreTokenizerWrapper::Split(split),
+        PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
+    ]);
+    let mut tok = Trainable::new(ModelWrapper::BPE(BPE::default()));
+    tok.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(pre)));
+    tok.with_decoder(Some(DecoderWrapper::ByteLevel(ByteLevel::default())));
+    Ok(tok)
+}
+
+/// What training produced.
+#[derive(Debug, Clone)]
+pub struct Trained {
+    /// The `tokenizer.json` text.
+    pub json: String,
+    /// Entries in the vocabulary (special tokens included).
+    pub vocab_size: usize,
+}
+
+/// Trains on `texts`. The iterator may stop early by storing an error in `failed`.
+pub fn train<I>(
+    config: &TrainConfig,
+    texts: I,
+    failed: &Arc<Mutex<Option<Error>>>,
+) -> Result<Trained>
+where
+    I: Iterator<Item = String> + Send,
+{
+    config.validate()?;
+    let specials: Vec<AddedToken> = config
+        .special_tokens
+        .iter()
+        .map(|t| AddedToken::from(t.clone(), true))
+        .collect();
+    let trainer = BpeTrainerBuilder::new()
+        .vocab_size(config.vocab_size)
+        .min_frequency(config.min_frequency)
+        .special_tokens(specials)
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .max_token_length(config.max_token_length)
+        .show_progress(false)
+        .build();
+    let mut tok = untrained()?;
+    let mut trainer = tokenizers::models::TrainerWrapper::BpeTrainer(trainer);
+    let result = tok.train(&mut trainer, texts);
+    if let Some(e) = failed
+        .lock()
+        .map_err(|_| Error::Usage("reader poisoned".into()))?
+        .take()
+    {
+        return Err(e);
+    }
+    result.map_err(tk_err("training the BPE"))?;
+    let json = tok
+        .to_string(true)
+        .map_err(tk_err("serialising tokenizer.json"))?;
+    Ok(Trained {
+        vocab_size: tok.get_vocab_size(true),
+        json,
+    })
+}
+
+/// Which implementation encodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncoderKind {
+    /// `tokenizers` 1.0 (release candidate): same ids, many times faster.
+    #[default]
+    Fast,
+    /// `tokenizers` 0.22, the release that trained the vocabulary.
+    Reference,
+}
+
+/// A loaded tokenizer that turns text into ids and back. The 0.22 tokenizer answers
+/// questions about the vocabulary and decodes; `fast`, when chosen, encodes.
+pub struct Encoder {
+    reference: tokenizers::Tokenizer,
+    fast: Option<tokenizers_fast::pipeline::PipelineTokenizer>,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("fast", &self.fast.is_some())
+            .finish()
+    }
+}
+
+impl Encoder {
+    /// Loads a `tokenizer.json` (`url` names it in errors).
+    pub fn load(json: &str, kind: EncoderKind, url: &str) -> Result<Encoder> {
+        let bad = |e: String| Error::Config {
+            url: url.to_string(),
+            message: format!("not a usable tokenizer.json: {e}"),
+        };
+        let mut reference: tokenizers::Tokenizer = json
+            .parse()
+            .map_err(|e: tokenizers::Error| bad(e.to_string()))?;
+        reference.set_encode_special_tokens(true);
+        let fast = match kind {
+            EncoderKind::Reference => None,
+            EncoderKind::Fast => Some(match tokenizers_fast::from_json(json) {
+                Ok(t) => t,
+                // Files written by older releases are upgraded to the canonical form the
+                // 1.0 reader takes.
+                Err(first) => {
+                    let canonical = tokenizers_fast::canonicalize_str(json)
+                        .map_err(|_| bad(first.to_string()))?;
+                    tokenizers_fast::from_json(&canonical).map_err(|e| bad(e.to_string()))?
+                }
+            }),
+        };
+        Ok(Encoder { reference, fast })
+    }
+
+    /// Appends the ids of `text` to `out`. A special token's spelling inside a
+    /// document is encoded as text, never as the special token.
+    pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
+        match &self.fast {
+            Some(tok) => {
+                let options = tokenizers_fast::pipeline::EncodeOptions {
+                    add_special_tokens: false,
+                    encode_special_tokens: true,
+                    ..Default::default()
+                };
+                let mut ids = Vec::with_capacity(text.len() / 3);
+                tok.encode_into(text, &options, &mut ids)
+                    .map_err(|e| e.to_string())?;
+                out.extend_from_slice(tokenizers_fast::pipeline::PipelineToken::cast_slice(&ids));
+                Ok(())
+            }
+            None => {
+                let enc = self
+                    .reference
+                    .encode(text, false)
+                    .map_err(|e| e.to_string())?;
+                out.extend_from_slice(enc.get_ids());
+                Ok(())
+            }
+        }
+    }
+
+    /// The text of `ids` (special tokens included).
+    pub fn decode(&self, ids: &[u32]) -> std::result::Result<String, String> {
+        self.reference.decode(ids, false).map_err(|e| e.to_string())
+    }
+
+    /// The id of a token, if the vocabulary has it.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.reference.token_to_id(token)
+    }
+
+    /// Entries in the vocabulary, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.reference.get_vocab_size(true)
+    }
+}

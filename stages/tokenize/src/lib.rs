@@ -1,0 +1,709 @@
+//! Stage tokenize: train a byte-level BPE vocabulary on a sample of the corpus
+//! ([`train`]), encode documents into Megatron token shards ([`encode`]), optionally
+//! shuffle documents globally into fixed-size shards ([`merge`]), and look inside a
+//! shard ([`inspect`]).
+//!
+//! Layout of an encode output prefix:
+//!
+//! ```text
+//! <output>/<stem>-00000.bin, .idx   Megatron indexed dataset per input, rolled over
+//!                                   at `shard_bytes`
+//! <output>/documents/<stem>.parquet the input documents with `token_count` (on request)
+//! <output>/_shards/<stem>.json      documents, tokens and bytes of each shard
+//! <output>/_done/<stem>.json        the resume marker
+//! <output>/manifest.json            tokenizer hash, shards and totals, written once
+//!                                   every input is done
+//! ```
+
+pub mod bpe;
+pub mod megatron;
+pub mod merge;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use pipeline::cli::config_hash;
+use pipeline::marker::{Marker, list_markers, marker_location, read_marker, write_marker};
+use pipeline::progress::Progress;
+use pipeline::shard::{ShardOptions, ShardWriter};
+use pipeline::source::Batches;
+use pipeline::{
+    Document, DocumentSource, Error, Location, ObjectMeta, Planned, Report, Result, RunOptions,
+    Source, Stats, Storage,
+};
+
+pub use bpe::{END_OF_DOCUMENT, Encoder, EncoderKind, TrainConfig};
+pub use megatron::{DatasetWriter, Dtype, Index};
+pub use merge::MergeConfig;
+
+/// The whole stage configuration (TOML): one table per subcommand.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub train: TrainConfig,
+    pub encode: EncodeConfig,
+    pub merge: MergeConfig,
+}
+
+/// How documents become token shards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EncodeConfig {
+    /// Address of the `tokenizer.json` (the `--tokenizer` flag overrides it).
+    pub tokenizer: Option<String>,
+    /// Which implementation encodes (both give the same ids).
+    pub encoder: EncoderKind,
+    /// A shard's `.bin` is closed before it would grow past this many bytes (1 GiB;
+    /// a single longer document gets a shard of its own).
+    pub shard_bytes: u64,
+    /// The token appended after every document.
+    pub end_of_document: String,
+    /// Also write the documents with their `token_count` under `documents/`.
+    pub token_counts: bool,
+    /// Documents read and encoded together.
+    pub batch_docs: usize,
+}
+
+impl Default for EncodeConfig {
+    fn default() -> Self {
+        EncodeConfig {
+            tokenizer: None,
+            encoder: EncoderKind::Fast,
+            shard_bytes: 1 << 30,
+            end_of_document: END_OF_DOCUMENT.to_string(),
+            token_counts: false,
+            batch_docs: 1024,
+        }
+    }
+}
+
+/// Drop reason of a document with no text.
+pub const EMPTY_TEXT: &str = "empty_text";
+/// Drop reason of a document the tokenizer could not encode.
+pub const ENCODE_FAILED: &str = "encode_failed";
+/// Folder of per-input shard lists.
+pub const SHARDS_DIR: &str = "_shards";
+/// File name of the manifest below an output prefix.
+pub const MANIFEST: &str = "manifest.json";
+
+/// Hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+// train
+
+/// What a training run did; also written as `train.json` beside the tokenizer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    pub tokenizer: String,
+    pub tokenizer_sha256: String,
+    pub vocab_size_requested: usize,
+    pub vocab_size: usize,
+    pub sample_documents: u64,
+    pub sample_bytes: u64,
+    /// Shards the sample was drawn from, in the order read.
+    pub sample_shards: Vec<String>,
+    pub seconds: f64,
+    /// Peak resident memory of the process (Linux `VmHWM`), when known.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Peak resident set size of this process, from `/proc/self/status`.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Input shards in the seeded sample order: by SHA-256 of the seed and the path, so
+/// the order is fixed for a seed and does not favour any part of the listing.
+fn sample_order(storage: &Storage, input: &Location, seed: u64) -> Result<Vec<ObjectMeta>> {
+    let source = DocumentSource::default();
+    let mut shards: Vec<(String, ObjectMeta)> = storage
+        .list(input)?
+        .into_iter()
+        .filter(|m| {
+            let rel = if m.relative.is_empty() {
+                m.location.file_name()
+            } else {
+                &m.relative
+            };
+            !rel.split('/').any(|p| p.starts_with(['_', '.'])) && source.stem(rel).is_some()
+        })
+        .map(|m| {
+            let key = sha256_hex(format!("{seed}\0{}", m.relative).as_bytes());
+            (key, m)
+        })
+        .collect();
+    if shards.is_empty() {
+        return Err(Error::Usage(format!("no document shards at {input}")));
+    }
+    shards.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(shards.into_iter().map(|(_, m)| m).collect())
+}
+
+/// Trains a vocabulary on a sample of the documents at `input` and writes
+/// `<output>/tokenizer.json` and `<output>/train.json`.
+pub fn train(
+    storage: &Storage,
+    input: &Location,
+    output: &Location,
+    config: &TrainConfig,
+) -> Result<TrainReport> {
+    config.validate()?;
+    let start = Instant::now();
+    let shards = sample_order(storage, input, config.seed)?;
+    let failed: Arc<Mutex<Option<Error>>> = Arc::new(Mutex::new(None));
+    let docs = Arc::new(AtomicU64::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let used: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let texts = SampleTexts {
+        storage,
+        shards: shards.into(),
+        source: DocumentSource::default(),
+        current: None,
+        buffered: VecDeque::new(),
+        budget: config.sample_bytes,
+        failed: Arc::clone(&failed),
+        docs: Arc::clone(&docs),
+        bytes: Arc::clone(&bytes),
+        used: Arc::clone(&used),
+    };
+    tracing::info!(input = %input, sample_bytes = config.sample_bytes, vocab_size = config.vocab_size, "training");
+    let trained = bpe::train(config, texts, &failed)?;
+    let tokenizer_loc = output.join("tokenizer.json");
+    storage.put(&tokenizer_loc, trained.json.as_bytes())?;
+    let report = TrainReport {
+        tokenizer: tokenizer_loc.to_string(),
+        tokenizer_sha256: sha256_hex(trained.json.as_bytes()),
+        vocab_size_requested: config.vocab_size,
+        vocab_size: trained.vocab_size,
+        sample_documents: docs.load(Ordering::Relaxed),
+        sample_bytes: bytes.load(Ordering::Relaxed),
+        sample_shards: used.lock().map(|u| u.clone()).unwrap_or_default(),
+        seconds: start.elapsed().as_secs_f64(),
+        peak_rss_bytes: peak_rss_bytes(),
+    };
+    let json = serde_json::to_vec_pretty(&report)
+        .map_err(|e| Error::Usage(format!("serialising the training report: {e}")))?;
+    storage.put(&output.join("train.json"), &json)?;
+    Ok(report)
+}
+
+/// The texts of the sample, streamed shard by shard until the byte budget is spent.
+struct SampleTexts<'a> {
+    storage: &'a Storage,
+    shards: VecDeque<ObjectMeta>,
+    source: DocumentSource,
+    current: Option<Batches>,
+    buffered: VecDeque<String>,
+    budget: u64,
+    failed: Arc<Mutex<Option<Error>>>,
+    docs: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+    used: Arc<Mutex<Vec<String>>>,
+}
+
+impl SampleTexts<'_> {
+    fn fail(&mut self, e: Error) {
+        if let Ok(mut slot) = self.failed.lock() {
+            slot.get_or_insert(e);
+        }
+        self.shards.clear();
+        self.current = None;
+        self.buffered.clear();
+    }
+}
+
+impl Iterator for SampleTexts<'_> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        loop {
+            if self.bytes.load(Ordering::Relaxed) >= self.budget {
+                return None;
+            }
+            if let Some(text) = self.buffered.pop_front() {
+                self.docs.fetch_add(1, Ordering::Relaxed);
+                self.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                return Some(text);
+            }
+            if let Some(batches) = self.current.as_mut() {
+                match batches.next() {
+                    Some(Ok(batch)) => {
+                        self.buffered.extend(
+                            batch
+                                .docs
+                                .into_iter()
+                                .map(|d| d.text)
+                                .filter(|t| !t.is_empty()),
+                        );
+                        continue;
+                    }
+                    Some(Err(e)) => {
+                        self.fail(e);
+                        return None;
+                    }
+                    None => self.current = None,
+                }
+            }
+            let meta = self.shards.pop_front()?;
+            let relative = if meta.relative.is_empty() {
+                meta.location.file_name().to_string()
+            } else {
+                meta.relative.clone()
+            };
+            if let Ok(mut used) = self.used.lock() {
+                used.push(relative.clone());
+            }
+            match self.source.read(self.storage, &meta, &relative) {
+                Ok(b) => self.current = Some(b),
+                Err(e) => {
+                    self.fail(e);
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// encode
+
+/// One finished shard of an input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardInfo {
+    /// Dataset name below the output prefix (without `.bin`/`.idx`).
+    pub name: String,
+    pub documents: u64,
+    pub tokens: u64,
+    /// Bytes of `.bin` plus `.idx`.
+    pub bytes: u64,
+}
+
+/// The manifest of an output prefix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub tokenizer: String,
+    pub tokenizer_sha256: String,
+    pub vocab_size: usize,
+    pub dtype: Dtype,
+    pub end_of_document: String,
+    pub end_of_document_id: u32,
+    pub documents: u64,
+    pub tokens: u64,
+    pub shards: Vec<ShardInfo>,
+}
+
+/// A loaded tokenizer with what the encoder needs to know of it.
+#[derive(Debug)]
+pub struct Loaded {
+    pub url: String,
+    pub sha256: String,
+    pub encoder: Encoder,
+    pub eod: u32,
+    pub dtype: Dtype,
+}
+
+impl Loaded {
+    /// Reads and loads the tokenizer at `url`.
+    pub fn read(storage: &Storage, url: &str, kind: EncoderKind, eod_token: &str) -> Result<Self> {
+        let loc = Location::parse(url)?;
+        let bytes = storage.read(&loc)?;
+        let json = std::str::from_utf8(&bytes).map_err(|_| Error::Config {
+            url: url.to_string(),
+            message: "tokenizer.json is not UTF-8".into(),
+        })?;
+        let encoder = Encoder::load(json, kind, url)?;
+        let eod = encoder.token_id(eod_token).ok_or_else(|| Error::Config {
+            url: url.to_string(),
+            message: format!("the vocabulary has no end-of-document token {eod_token:?}"),
+        })?;
+        let dtype = Dtype::for_vocab(encoder.vocab_size());
+        Ok(Loaded {
+            url: url.to_string(),
+            sha256: sha256_hex(&bytes),
+            encoder,
+            eod,
+            dtype,
+        })
+    }
+}
+
+/// The name of shard `k` of an input.
+pub fn shard_name(stem: &str, k: usize) -> String {
+    format!("{stem}-{k:05}")
+}
+
+/// Encodes one task's share of the documents at `opts.input` into token shards.
+pub fn encode(
+    storage: &Storage,
+    opts: &RunOptions,
+    config: &EncodeConfig,
+    tokenizer: &Loaded,
+) -> Result<Report> {
+    let source = DocumentSource {
+        batch_rows: config.batch_docs.max(1),
+        ..DocumentSource::default()
+    };
+    let hash = encode_hash(config, tokenizer);
+    let plan = pipeline::plan("tokenize-encode", &source, &hash, storage, opts)?;
+    let mut report = Report {
+        skipped: plan.skipped.clone(),
+        ..Report::default()
+    };
+    if opts.dry_run {
+        return Ok(report);
+    }
+    let pool = pipeline::runner::pool(opts.threads)?;
+    let total_bytes = plan.todo.iter().map(|p| p.meta.size).sum();
+    let progress = Progress::start(
+        "tokenize-encode",
+        plan.todo.len() as u64,
+        total_bytes,
+        opts.progress,
+    );
+    let results: Vec<Result<Stats>> = pool.install(|| {
+        plan.todo
+            .par_iter()
+            .map(|p| {
+                let stats = encode_input(
+                    storage, opts, config, tokenizer, &source, &hash, p, &progress,
+                )?;
+                progress.file_done(p.meta.size);
+                Ok(stats)
+            })
+            .collect()
+    });
+    progress.finish();
+    for (p, result) in plan.todo.iter().zip(results) {
+        report.stats.merge(&result?);
+        report.processed.push(p.relative.clone());
+    }
+    write_manifest_if_complete(storage, &opts.output, &hash, plan.listed, config, tokenizer)?;
+    Ok(report)
+}
+
+fn encode_hash(config: &EncodeConfig, tokenizer: &Loaded) -> String {
+    // The tokenizer counts by content, not by address; the encoder choice gives the
+    // same ids and so does not count.
+    let key = (
+        &tokenizer.sha256,
+        config.shard_bytes,
+        &config.end_of_document,
+        config.token_counts,
+    );
+    config_hash("tokenize-encode", &key)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_input(
+    storage: &Storage,
+    opts: &RunOptions,
+    config: &EncodeConfig,
+    tokenizer: &Loaded,
+    source: &DocumentSource,
+    hash: &str,
+    p: &Planned,
+    progress: &Progress,
+) -> Result<Stats> {
+    let start = Instant::now();
+    let marker_loc = marker_location(&opts.output, &p.stem);
+    storage.remove_stale_temporaries(&marker_loc)?;
+    if let Some(old) = read_marker(storage, &marker_loc)? {
+        for rel in &old.outputs {
+            storage.delete(&opts.output.join(rel))?;
+        }
+    }
+    let mut stats = Stats::default();
+    let mut shards: Vec<ShardInfo> = Vec::new();
+    let mut current: Option<DatasetWriter> = None;
+    let docs_rel = format!("documents/{}.parquet", p.stem);
+    let mut docs_writer: Option<ShardWriter> = None;
+    let max_bin = config.shard_bytes.max(1);
+    let width = tokenizer.dtype.size() as u64;
+
+    for batch in source.read(storage, &p.meta, &p.relative)? {
+        let batch = batch?;
+        for (reason, n) in &batch.drops {
+            stats.drop_n(reason, *n);
+        }
+        if let Some(problem) = &batch.problem {
+            tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
+        }
+        let mut docs = batch.docs;
+        let encoded: Vec<std::result::Result<Vec<u32>, &'static str>> = docs
+            .par_iter()
+            .map(|d| {
+                if d.text.is_empty() {
+                    return Err(EMPTY_TEXT);
+                }
+                let mut ids = Vec::with_capacity(d.text.len() / 3 + 1);
+                match tokenizer.encoder.encode_into(&d.text, &mut ids) {
+                    Ok(()) => {
+                        ids.push(tokenizer.eod);
+                        Ok(ids)
+                    }
+                    Err(e) => {
+                        tracing::warn!(input = %p.meta.location, id = %d.id, error = %e, "encoding failed");
+                        Err(ENCODE_FAILED)
+                    }
+                }
+            })
+            .collect();
+        let mut kept_rows: Vec<u32> = Vec::new();
+        for (i, (doc, ids)) in docs.iter_mut().zip(encoded).enumerate() {
+            let ids = match ids {
+                Ok(ids) => ids,
+                Err(reason) => {
+                    stats.drop(reason);
+                    continue;
+                }
+            };
+            let bytes = ids.len() as u64 * width;
+            if let Some(w) = current.as_ref()
+                && w.bin_bytes() > 0
+                && w.bin_bytes() + bytes > max_bin
+                && let Some(w) = current.take()
+            {
+                close_shard(storage, w, &p.stem, shards.len(), &mut shards)?;
+            }
+            let w = match current.as_mut() {
+                Some(w) => w,
+                None => current.insert(DatasetWriter::create(
+                    storage,
+                    &opts.output.join(&shard_name(&p.stem, shards.len())),
+                    tokenizer.dtype,
+                )?),
+            };
+            w.push(&ids)?;
+            doc.token_count = Some(ids.len() as i64);
+            stats.keep();
+            kept_rows.push(i as u32);
+        }
+        if config.token_counts {
+            let carry = batch.carry.as_ref();
+            let writer = match docs_writer.as_mut() {
+                Some(w) => w,
+                None => {
+                    let loc = opts.output.join(&docs_rel);
+                    storage.remove_stale_temporaries(&loc)?;
+                    docs_writer.insert(ShardWriter::new(
+                        storage.create(&loc)?,
+                        carry.map(|c| c.schema()).as_deref(),
+                        &[],
+                        false,
+                        &ShardOptions::default(),
+                    )?)
+                }
+            };
+            let chosen: Vec<&Document> = kept_rows.iter().map(|&i| &docs[i as usize]).collect();
+            writer.write(&chosen, carry.map(|c| (c, kept_rows.as_slice())), None)?;
+        }
+        progress.docs(docs.len() as u64 + batch.drops.iter().map(|(_, n)| n).sum::<u64>());
+        pipeline::runner::crash_point();
+    }
+    if let Some(w) = current.take() {
+        close_shard(storage, w, &p.stem, shards.len(), &mut shards)?;
+    }
+    // A killed run under another configuration may have left more shards: remove them.
+    let mut k = shards.len();
+    loop {
+        let prefix = opts.output.join(&shard_name(&p.stem, k));
+        let idx = megatron::with_extension(&prefix, "idx");
+        let bin = megatron::with_extension(&prefix, "bin");
+        if !storage.exists(&idx)? && !storage.exists(&bin)? {
+            break;
+        }
+        storage.delete(&idx)?;
+        storage.delete(&bin)?;
+        k += 1;
+    }
+    let mut outputs: Vec<String> = Vec::new();
+    for s in &shards {
+        stats.bytes_out += s.bytes;
+        outputs.push(format!("{}.bin", s.name));
+        outputs.push(format!("{}.idx", s.name));
+    }
+    if config.token_counts {
+        if docs_writer.is_none() {
+            let loc = opts.output.join(&docs_rel);
+            storage.remove_stale_temporaries(&loc)?;
+            docs_writer = Some(ShardWriter::new(
+                storage.create(&loc)?,
+                None,
+                &[],
+                false,
+                &ShardOptions::default(),
+            )?);
+        }
+        if let Some(w) = docs_writer {
+            w.finish()?;
+        }
+        outputs.push(docs_rel);
+    }
+    let shards_rel = format!("{SHARDS_DIR}/{}.json", p.stem);
+    let json = serde_json::to_vec_pretty(&shards)
+        .map_err(|e| Error::Usage(format!("serialising shard list: {e}")))?;
+    storage.put(&opts.output.join(&shards_rel), &json)?;
+    outputs.push(shards_rel);
+    stats.bytes_in = p.meta.size;
+    stats.seconds = start.elapsed().as_secs_f64();
+    let marker = Marker {
+        step: "tokenize-encode".into(),
+        input: p.meta.location.to_string(),
+        input_size: p.meta.size,
+        input_etag: p.meta.etag.clone(),
+        config_hash: hash.to_string(),
+        outputs,
+        stats: stats.clone(),
+    };
+    write_marker(storage, &marker_loc, &marker)?;
+    Ok(stats)
+}
+
+fn close_shard(
+    storage: &Storage,
+    w: DatasetWriter,
+    stem: &str,
+    k: usize,
+    shards: &mut Vec<ShardInfo>,
+) -> Result<()> {
+    let written = w.finish(storage)?;
+    shards.push(ShardInfo {
+        name: shard_name(stem, k),
+        documents: written.documents,
+        tokens: written.tokens,
+        bytes: written.bytes,
+    });
+    Ok(())
+}
+
+/// Writes `<output>/manifest.json` when every listed input has a marker of this
+/// configuration. Each task tries after its own inputs; the last one to finish sees
+/// them all.
+fn write_manifest_if_complete(
+    storage: &Storage,
+    output: &Location,
+    hash: &str,
+    listed: usize,
+    config: &EncodeConfig,
+    tokenizer: &Loaded,
+) -> Result<()> {
+    let markers: Vec<(String, Marker)> = list_markers(storage, output)?
+        .into_iter()
+        .filter(|(_, m)| m.config_hash == hash)
+        .collect();
+    if markers.len() < listed {
+        tracing::info!(
+            done = markers.len(),
+            listed,
+            "manifest waits for the other tasks"
+        );
+        return Ok(());
+    }
+    let mut shards = Vec::new();
+    for (stem, _) in &markers {
+        let loc = output.join(&format!("{SHARDS_DIR}/{stem}.json"));
+        let list: Vec<ShardInfo> =
+            serde_json::from_slice(&storage.read(&loc)?).map_err(|e| Error::Input {
+                url: loc.to_string(),
+                message: format!("unreadable shard list: {e}"),
+            })?;
+        shards.extend(list);
+    }
+    shards.sort_by(|a, b| a.name.cmp(&b.name));
+    let manifest = Manifest {
+        tokenizer: tokenizer.url.clone(),
+        tokenizer_sha256: tokenizer.sha256.clone(),
+        vocab_size: tokenizer.encoder.vocab_size(),
+        dtype: tokenizer.dtype,
+        end_of_document: config.end_of_document.clone(),
+        end_of_document_id: tokenizer.eod,
+        documents: shards.iter().map(|s| s.documents).sum(),
+        tokens: shards.iter().map(|s| s.tokens).sum(),
+        shards,
+    };
+    let json = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| Error::Usage(format!("serialising the manifest: {e}")))?;
+    storage.put(&output.join(MANIFEST), &json)
+}
+
+/// Reads the manifest of an output prefix.
+pub fn read_manifest(storage: &Storage, output: &Location) -> Result<Manifest> {
+    let loc = output.join(MANIFEST);
+    serde_json::from_slice(&storage.read(&loc)?).map_err(|e| Error::Input {
+        url: loc.to_string(),
+        message: format!("unreadable manifest: {e}"),
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// inspect
+
+/// A human summary of the dataset at `prefix` (address without `.bin`/`.idx`), with
+/// the first `show` documents decoded when a tokenizer is given.
+pub fn inspect(
+    storage: &Storage,
+    prefix: &Location,
+    tokenizer: Option<&Loaded>,
+    show: usize,
+) -> Result<String> {
+    let idx = Index::read(storage, prefix)?;
+    let bin = megatron::with_extension(prefix, "bin");
+    let bin_size = storage
+        .head(&bin)?
+        .map(|m| m.size)
+        .ok_or_else(|| Error::NotFound {
+            url: bin.to_string(),
+        })?;
+    let tokens = idx.tokens();
+    let expected = tokens * idx.dtype.size() as u64;
+    let mut out = format!(
+        "{prefix}\n  dtype {:?}, documents {}, tokens {}, .bin {} bytes{}\n",
+        idx.dtype,
+        idx.len(),
+        tokens,
+        bin_size,
+        if expected == bin_size {
+            String::new()
+        } else {
+            format!(" (the index accounts for {expected}: MISMATCH)")
+        }
+    );
+    if let (Some(min), Some(max)) = (idx.lengths.iter().min(), idx.lengths.iter().max()) {
+        out.push_str(&format!(
+            "  tokens per document: min {min}, mean {:.1}, max {max}\n",
+            tokens as f64 / idx.len() as f64
+        ));
+    }
+    if let Some(t) = tokenizer {
+        for i in 0..show.min(idx.len()) {
+            let ids = idx.document(storage, prefix, i)?;
+            let text = t
+                .encoder
+                .decode(&ids)
+                .map_err(|e| Error::Usage(format!("decoding document {i} of {prefix}: {e}")))?;
+            let mut shown: String = text.chars().take(400).collect();
+            if shown.len() < text.len() {
+                shown.push('…');
+            }
+            out.push_str(&format!("  [{i}] {} tokens: {:?}\n", ids.len(), shown));
+        }
+    }
+    Ok(out)
+}
