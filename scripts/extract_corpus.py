@@ -154,6 +154,12 @@ def fetch(packages):
     return debs
 
 
+def unpack(deb, dest):
+    """Unpack the files of a .deb under dest (which may not exist yet)."""
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
+
+
 def read_page(path):
     data = path.read_bytes()
     return gzip.decompress(data) if path.name.endswith(".gz") else data
@@ -278,8 +284,7 @@ def build(out_dir, max_pages, per_package_max):
             if name not in debs:
                 continue
             root = Path(tmp) / name
-            root.mkdir()
-            subprocess.run(["dpkg-deb", "-x", str(debs[name]), str(root)], check=True)
+            unpack(debs[name], root)
             caps = [x for x in (cap, per_package_max) if x is not None]
             pages += capped(collect(name, root), min(caps) if caps else None)
         pages = capped(pages, max_pages)  # sorted by record id
