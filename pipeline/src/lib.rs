@@ -10,6 +10,9 @@
 pub mod cli;
 pub mod document;
 pub mod error;
+#[cfg(feature = "fasttext")]
+pub mod fasttext_model;
+pub mod lists;
 pub mod marker;
 pub mod progress;
 pub mod runner;

@@ -312,7 +312,7 @@ impl Extract {
         if bytes.len() > self.max_page_bytes {
             return Err("oversized_page");
         }
-        let decoded = charset::decode(bytes, charset, &urlfilter::host(url));
+        let decoded = charset::decode(bytes, charset, &pipeline::lists::host(url));
         let chars = decoded.text.chars().count().max(1);
         if decoded.replaced as f64 > self.max_replaced_share * chars as f64 {
             return Err("undecodable_text");

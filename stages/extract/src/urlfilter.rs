@@ -12,7 +12,8 @@
 
 use std::collections::HashSet;
 
-use pipeline::{Document, Error, Location, Stage, Storage, Verdict};
+use pipeline::lists::{DomainSet, read_lines};
+use pipeline::{Document, Stage, Storage, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// URL filter settings.
@@ -69,55 +70,21 @@ impl Default for UrlFilterConfig {
 /// The loaded lists.
 #[derive(Debug, Default)]
 pub struct UrlFilter {
-    domains: HashSet<String>,
+    domains: DomainSet,
     banned: HashSet<String>,
     soft: HashSet<String>,
     soft_threshold: usize,
     subwords: Vec<String>,
 }
 
-fn lines(storage: &Storage, url: &str) -> pipeline::Result<Vec<String>> {
-    let loc = Location::parse(url)?;
-    let bytes = match storage.head(&loc)? {
-        Some(_) => storage.read(&loc)?,
-        None => {
-            // A folder: the UT1 layout keeps one `domains` file per category.
-            let mut all = Vec::new();
-            let listing = storage.list(&loc)?;
-            let files: Vec<_> = listing
-                .iter()
-                .filter(|m| m.location.file_name() == "domains")
-                .collect();
-            if files.is_empty() {
-                return Err(Error::Config {
-                    url: url.to_string(),
-                    message: "no such file, and no `domains` files below it".into(),
-                });
-            }
-            for m in files {
-                all.extend(storage.read(&m.location)?);
-                all.push(b'\n');
-            }
-            all
-        }
-    };
-    Ok(String::from_utf8_lossy(&bytes)
-        .lines()
-        .map(|l| {
-            l.split('#')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .filter(|l| !l.is_empty())
-        .collect())
-}
-
 fn words(storage: &Storage, inline: &[String], files: &[String]) -> pipeline::Result<Vec<String>> {
     let mut out: Vec<String> = inline.iter().map(|w| w.trim().to_lowercase()).collect();
     for f in files {
-        out.extend(lines(storage, f)?);
+        out.extend(
+            read_lines(storage, f)?
+                .into_iter()
+                .map(|w| w.to_lowercase()),
+        );
     }
     out.retain(|w| !w.is_empty());
     Ok(out)
@@ -126,19 +93,7 @@ fn words(storage: &Storage, inline: &[String], files: &[String]) -> pipeline::Re
 impl UrlFilter {
     /// Loads every list the config names.
     pub fn load(storage: &Storage, config: &UrlFilterConfig) -> pipeline::Result<Self> {
-        let mut domains: HashSet<String> = config
-            .blocked_domains
-            .iter()
-            .map(|d| d.trim().trim_start_matches("*.").to_ascii_lowercase())
-            .collect();
-        for list in &config.blocklists {
-            for line in lines(storage, list)? {
-                // UT1 lists are bare domains; tolerate hosts-file lines too.
-                let d = line.split_whitespace().last().unwrap_or_default();
-                domains.insert(d.trim_start_matches("*.").trim_end_matches('.').to_string());
-            }
-        }
-        domains.remove("");
+        let domains = DomainSet::load(storage, &config.blocklists, &config.blocked_domains)?;
         let subwords = words(
             storage,
             &config.banned_subwords,
@@ -177,7 +132,8 @@ impl UrlFilter {
     pub fn fingerprint(&self) -> Vec<String> {
         let mut all: Vec<String> = self
             .domains
-            .iter()
+            .sorted()
+            .into_iter()
             .map(|d| format!("d:{d}"))
             .chain(self.banned.iter().map(|w| format!("b:{w}")))
             .chain(self.soft.iter().map(|w| format!("s:{w}")))
@@ -190,18 +146,8 @@ impl UrlFilter {
 
     /// The drop reason for a URL, if any.
     pub fn check(&self, url: &str) -> Option<&'static str> {
-        if !self.domains.is_empty() {
-            let host = host(url);
-            let mut d = host.as_str();
-            loop {
-                if self.domains.contains(d) {
-                    return Some("url_blocklisted_domain");
-                }
-                match d.split_once('.') {
-                    Some((_, rest)) if !rest.is_empty() => d = rest,
-                    _ => break,
-                }
-            }
+        if self.domains.covers_url(url) {
+            return Some("url_blocklisted_domain");
         }
         let lower = url.to_lowercase();
         if !self.banned.is_empty() || !self.soft.is_empty() {
@@ -229,23 +175,6 @@ impl UrlFilter {
         }
         None
     }
-}
-
-/// The lowercased host of a URL (no scheme, user, port or trailing dot).
-pub fn host(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let hostport = authority.rsplit('@').next().unwrap_or_default();
-    let host = if hostport.starts_with('[') {
-        hostport
-            .split(']')
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-    } else {
-        hostport.split(':').next().unwrap_or_default()
-    };
-    host.trim_end_matches('.').to_ascii_lowercase()
 }
 
 impl Stage for UrlFilter {
@@ -310,11 +239,5 @@ mod tests {
             f.check("https://myspamsite.example/"),
             Some("url_banned_subword")
         );
-    }
-
-    #[test]
-    fn hosts() {
-        assert_eq!(host("https://user@Example.COM.:443/a?b"), "example.com");
-        assert_eq!(host("http://[::1]:8080/"), "::1");
     }
 }

@@ -95,18 +95,7 @@ pub struct Prediction {
 /// FineWeb's text preparation: newlines become spaces. A trailing newline marks the end
 /// of the line as fastText's own Python binding does, so scores match it exactly; NUL
 /// bytes, which C strings cannot hold, become spaces too.
-fn prepare(text: &str) -> String {
-    let mut s = String::with_capacity(text.len() + 1);
-    let mut rest = text;
-    while let Some(i) = rest.find(['\n', '\0']) {
-        s.push_str(&rest[..i]);
-        s.push(' ');
-        rest = &rest[i + 1..];
-    }
-    s.push_str(rest);
-    s.push('\n');
-    s
-}
+use pipeline::fasttext_model::prepare;
 
 impl LangId {
     /// Loads the model and validates the rule.
@@ -124,7 +113,7 @@ impl LangId {
                 });
             }
         }
-        let model = Model::load(storage, &config.model, config.model_sha256.as_deref())?;
+        let model = model::load(storage, &config.model, config.model_sha256.as_deref())?;
         let thresholds: Vec<f64> = if config.languages.is_empty() {
             std::iter::once(config.min_score)
                 .chain(config.min_score_by_language.values().copied())
