@@ -96,7 +96,8 @@ impl StageArgs {
 /// Sets up `tracing`: text on a terminal, JSON lines otherwise; `RUST_LOG` filters.
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // tokenizers 1.0 logs its table building at info: keep that out of stage logs.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tk_encode=warn"));
     let json = match format {
         LogFormat::Json => true,
         LogFormat::Text => false,

@@ -237,7 +237,11 @@ impl Iterator for SampleTexts<'_> {
             }
             if let Some(text) = self.buffered.pop_front() {
                 self.docs.fetch_add(1, Ordering::Relaxed);
-                self.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                let before = self.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                let after = before + text.len() as u64;
+                if after >> 26 > before >> 26 {
+                    tracing::info!(sampled_mb = after >> 20, "sampling");
+                }
                 return Some(text);
             }
             if let Some(batches) = self.current.as_mut() {

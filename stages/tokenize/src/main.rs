@@ -1,5 +1,7 @@
 //! `mill-tokenize`: train a BPE vocabulary, encode documents to Megatron token shards,
 //! shuffle shards globally, inspect a shard.
+// Doc comments here are clap's --help text ([train] tables, <output> paths), not API docs.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use clap::{Parser, Subcommand};
 use pipeline::cli::{LogFormat, StageArgs, init_logging, summary};

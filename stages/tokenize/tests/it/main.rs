@@ -137,6 +137,43 @@ fn training_is_deterministic_and_reaches_the_asked_size() {
 }
 
 #[test]
+fn golden_training_and_shards() {
+    let out = tempfile::tempdir().expect("tempdir");
+    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
+    let storage = Storage::new();
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(tokenizer().0.path().join("train.json")).expect("train.json"),
+    )
+    .expect("json");
+    let m = read_manifest(&storage, &Location::Local(out.path().to_path_buf())).expect("m");
+    let mut got = format!(
+        "tokenizer sha256 {}\nvocabulary {} from {} documents, {} bytes\ndocuments {}, tokens {}\n",
+        m.tokenizer_sha256,
+        report["vocab_size"],
+        report["sample_documents"],
+        report["sample_bytes"],
+        m.documents,
+        m.tokens
+    );
+    for s in &m.shards {
+        got.push_str(&format!(
+            "{}: {} documents, {} tokens, {} bytes\n",
+            s.name, s.documents, s.tokens, s.bytes
+        ));
+        let prefix = out.path().join(&s.name);
+        let idx = Index::read(&storage, &Location::Local(prefix.clone())).expect("idx");
+        let first = idx
+            .document(&storage, &Location::Local(prefix), 0)
+            .expect("first document");
+        got.push_str(&format!(
+            "  first ids {:?}\n",
+            &first[..first.len().min(24)]
+        ));
+    }
+    pipeline::testing::golden(&root().join("fixtures/expected/tokenize.txt"), &got);
+}
+
+#[test]
 fn a_vocabulary_too_small_for_the_bytes_is_refused() {
     let out = tempfile::tempdir().expect("tempdir");
     let err = tokenize::train(
