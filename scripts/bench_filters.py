@@ -130,6 +130,10 @@ def compare(corpus, ours_path, model_path, warc=None):
     for key, name in rows:
         a, b = ours[f"{key}_docs_per_s"], theirs[key]
         print(f"{name:<30}{a:>12.0f}{b:>12.0f}{a / b:>8.1f}x")
+    # Toxicity has no datatrove counterpart in FineWeb's recipe: tokenmill alone.
+    print(f"{'toxicity (urls, words, fastText)':<30}{ours['toxicity_docs_per_s']:>12.0f}")
+    if warc:
+        print(f"{'extract -> ... -> toxicity':<30}{ours['extract_fused_toxicity_pages_per_s']:>12.0f}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 //! the JSONL corpus named by `TOKENMILL_BENCH_CORPUS` (scripts/bench-filters.sh makes it
 //! and times datatrove on the same documents); and, when `TOKENMILL_BENCH_WARC` names a
 //! WARC file, pages/s of extract alone and of extract -> langid -> quality fused on its
-//! HTML pages. Prints one JSON line of results.
+//! HTML pages; toxicity (adult-URL list, bad-word list and a fastText classifier trained
+//! on the labelled fixtures, document mode) alone and at the end of the fused chain.
+//! Prints one JSON line of results.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -39,11 +41,16 @@ fn main() {
     .expect("lid.176 (run scripts/fetch-models.sh)");
     let quality = quality::Quality::new(quality::Config::default());
 
+    let toxicity_step = toxicity_step(&root);
+    let toxicity: Vec<&dyn Stage> = toxicity_step.stages.iter().map(|s| s.as_ref()).collect();
+
     let time = |stages: &[&dyn Stage]| rate(&docs, stages);
     let (langid_rate, langid_kept) = time(&[&langid]);
     let (quality_rate, quality_kept) = time(&[&quality]);
     let (fused_rate, fused_kept) = time(&[&langid, &quality]);
+    let (toxicity_rate, toxicity_kept) = time(&toxicity);
     let mut out = serde_json::json!({
+        "toxicity_docs_per_s": toxicity_rate, "toxicity_kept": toxicity_kept,
         "docs": docs.len(),
         "langid_docs_per_s": langid_rate, "langid_kept": langid_kept,
         "quality_docs_per_s": quality_rate, "quality_kept": quality_kept,
@@ -60,8 +67,43 @@ fn main() {
         out["extract_kept"] = extract_kept.into();
         out["extract_fused_pages_per_s"] = all_rate.into();
         out["extract_fused_kept"] = all_kept.into();
+        let mut chain: Vec<&dyn Stage> = vec![&extract, &langid, &quality];
+        chain.extend(toxicity.iter().copied());
+        let (tox_rate, tox_kept) = time_pages(&chain);
+        out["extract_fused_toxicity_pages_per_s"] = tox_rate.into();
+        out["extract_fused_toxicity_kept"] = tox_kept.into();
     }
     println!("{out}");
+}
+
+/// The toxicity step of the fixtures: the adult-domain and word lists and a classifier
+/// trained here on the labelled fixture documents (`mill-toxicity train`'s defaults).
+fn toxicity_step(root: &Path) -> pipeline::Step {
+    let storage = Storage::new();
+    let dir = std::env::temp_dir().join(format!("tokenmill-bench-toxicity-{}", std::process::id()));
+    let fx = |rel: &str| {
+        root.join("fixtures/toxicity")
+            .join(rel)
+            .display()
+            .to_string()
+    };
+    toxicity::train::train(
+        &storage,
+        &pipeline::Location::Local(fx("labelled").into()),
+        &pipeline::Location::Local(dir.clone()),
+        &toxicity::TrainConfig::default(),
+    )
+    .expect("train the fixture classifier");
+    let config: toxicity::Config = toml::from_str(&format!(
+        "[urls]\nlists = [{:?}]\n[words]\nlists = {{ default = {:?} }}\n[classifier]\nmodel = {:?}\n",
+        fx("blacklists/adult"),
+        fx("words/en.txt"),
+        dir.join("model.bin").display().to_string(),
+    ))
+    .expect("toxicity config");
+    let step = toxicity::step(&storage, &config).expect("toxicity step");
+    let _ = std::fs::remove_dir_all(&dir);
+    step
 }
 
 /// Documents/s of a chain of stages on copies of `docs` (copying is not timed), and how

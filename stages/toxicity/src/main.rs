@@ -1,0 +1,94 @@
+//! `mill-toxicity`: adult-URL lists, bad-word lists and fastText classifiers over
+//! document shards; `mill-toxicity train` fits a new classifier.
+// Doc comments here are clap's --help text ([train] tables, <output> paths), not API docs.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
+use clap::{Parser, Subcommand};
+use pipeline::cli::{LogFormat, StageArgs, init_logging, run_stage};
+use pipeline::{Location, Storage};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mill-toxicity",
+    version,
+    about = "Drop toxic documents (URL lists, word lists, fastText classifiers); train classifiers",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Args {
+    #[command(flatten)]
+    stage: Option<StageArgs>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Fit a fastText classifier on labelled documents (Parquet or JSONL with `text` and
+    /// a label field); writes <output>/model.bin and <output>/train.json.
+    Train {
+        #[arg(long)]
+        input: String,
+        #[arg(long)]
+        output: String,
+        /// Configuration (TOML, table [train]).
+        #[arg(long)]
+        config: Option<String>,
+        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+        log_format: LogFormat,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    match (args.command, args.stage) {
+        (
+            Some(Command::Train {
+                input,
+                output,
+                config,
+                log_format,
+            }),
+            _,
+        ) => {
+            init_logging(log_format);
+            let storage = Storage::new();
+            let text = match &config {
+                Some(u) => String::from_utf8(storage.read(&Location::parse(u)?)?)
+                    .map_err(|_| anyhow::anyhow!("config {u}: not UTF-8"))?,
+                None => String::new(),
+            };
+            let config: toxicity::Config = toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("config {}: {e}", config.as_deref().unwrap_or("(defaults)"))
+            })?;
+            let r = toxicity::train::train(
+                &storage,
+                &Location::parse(&input)?,
+                &Location::parse(&output)?,
+                &config.train,
+            )?;
+            println!(
+                "train: {} documents, {} held out; at {:.2}: precision {:.3}, recall {:.3}, F1 {:.3}\n  model {}",
+                r.train_documents,
+                r.validation_documents,
+                r.at_threshold.threshold,
+                r.at_threshold.precision,
+                r.at_threshold.recall,
+                r.at_threshold.f1,
+                r.model
+            );
+            println!("  threshold  precision  recall  F1");
+            for s in &r.sweep {
+                println!(
+                    "  {:9.1}  {:9.3}  {:6.3}  {:.3}",
+                    s.threshold, s.precision, s.recall, s.f1
+                );
+            }
+        }
+        (None, Some(stage)) => {
+            run_stage(&stage, toxicity::step)?;
+        }
+        (None, None) => anyhow::bail!("give --input and --output, or a subcommand (see --help)"),
+    }
+    Ok(())
+}

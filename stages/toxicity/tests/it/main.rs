@@ -1,0 +1,353 @@
+//! mill-toxicity: training on labelled fixtures, the three classifier modes, word and
+//! URL lists, golden drop reasons, conformance, and clear errors for bad inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use pipeline::testing::{Conformance, check, golden};
+use pipeline::{Document, Location, RunOptions, Stage, Storage, Value, Verdict};
+use toxicity::{Classifier, ClassifierConfig, Config, Mode, TrainConfig, Unit};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    root().join("fixtures/toxicity").join(rel)
+}
+
+/// A classifier trained once on the labelled fixtures, shared by the tests.
+fn trained() -> &'static (tempfile::TempDir, toxicity::TrainReport) {
+    static T: OnceLock<(tempfile::TempDir, toxicity::TrainReport)> = OnceLock::new();
+    T.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report = toxicity::train::train(
+            &Storage::new(),
+            &Location::Local(fixture("labelled")),
+            &Location::Local(dir.path().to_path_buf()),
+            &TrainConfig::default(),
+        )
+        .expect("train");
+        (dir, report)
+    })
+}
+
+fn model_path() -> String {
+    trained()
+        .0
+        .path()
+        .join("model.bin")
+        .to_string_lossy()
+        .to_string()
+}
+
+fn classifier(mode: Mode) -> ClassifierConfig {
+    ClassifierConfig {
+        model: model_path(),
+        model_sha256: None,
+        labels: vec!["toxic".into()],
+        threshold: 0.4,
+        mode,
+        unit: Unit::Sentence,
+        max_toxic_fraction: 0.1,
+    }
+}
+
+fn full_config(mode: Mode) -> Config {
+    let s = |p: PathBuf| p.to_string_lossy().to_string();
+    toml::from_str::<Config>(&format!(
+        "[urls]\nlists = [{:?}]\n[words]\nlists = {{ en = {:?}, de = {:?}, zh = {:?}, default = {:?} }}\n",
+        s(fixture("blacklists/adult")),
+        s(fixture("words/en.txt")),
+        s(fixture("words/de.txt")),
+        s(fixture("words/zh.txt")),
+        s(fixture("words/en.txt")),
+    ))
+    .map(|mut c| {
+        c.classifier = Some(classifier(mode));
+        c
+    })
+    .expect("config")
+}
+
+fn doc(text: &str) -> Document {
+    Document::new("d", text)
+}
+
+#[test]
+fn training_separates_held_out_documents() {
+    let (_, r) = trained();
+    assert!(r.validation_documents >= 20, "{r:?}");
+    assert!(r.at_threshold.f1 >= 0.9, "{r:?}");
+    assert_eq!(r.sweep.len(), 9);
+    // The model loads back into the filter and scores new texts the right way round.
+    let c = Classifier::new(&Storage::new(), &classifier(Mode::Document)).expect("load");
+    assert!(c.score("Shut up you worthless loser, nobody wants you here.") > 0.5);
+    assert!(c.score("Thanks for the detailed answer, have a great day.") < 0.5);
+}
+
+#[test]
+fn training_is_reproducible() {
+    let again = tempfile::tempdir().expect("tempdir");
+    let r = toxicity::train::train(
+        &Storage::new(),
+        &Location::Local(fixture("labelled")),
+        &Location::Local(again.path().to_path_buf()),
+        &TrainConfig::default(),
+    )
+    .expect("train");
+    assert_eq!(r.model_sha256, trained().1.model_sha256);
+}
+
+#[test]
+fn document_fraction_and_remove_modes() {
+    let storage = Storage::new();
+    let mixed = "The recipe needs two cups of flour. The oven should be hot. You absolute waste of \
+                 space, you are garbage. Let the dough rest for an hour. Serve it warm with butter \
+                 and jam. My cat sleeps on the keyboard while I bake.";
+    let whole = Classifier::new(&storage, &classifier(Mode::Document)).expect("load");
+    let mut d = doc(mixed);
+    let _ = whole.process(&mut d);
+    assert!(matches!(
+        d.annotation(toxicity::SCORE_COLUMN),
+        Some(Value::F64(_))
+    ));
+
+    let fraction = Classifier::new(&storage, &classifier(Mode::Fraction)).expect("load");
+    let mut d = doc(mixed);
+    assert_eq!(fraction.process(&mut d), Verdict::Drop("toxic_fraction"));
+    let mut clean = doc("The bus was late. The library opens on Monday.");
+    assert_eq!(fraction.process(&mut clean), Verdict::Keep);
+    assert!(matches!(clean.annotation(toxicity::SCORE_COLUMN), Some(Value::F64(s)) if *s < 0.4));
+
+    let remove = Classifier::new(&storage, &classifier(Mode::Remove)).expect("load");
+    let mut d = doc(mixed);
+    assert_eq!(remove.process(&mut d), Verdict::Keep);
+    assert!(!d.text.contains("garbage"), "{}", d.text);
+    assert!(
+        d.text
+            .starts_with("The recipe needs two cups of flour. The oven should be hot. "),
+        "{}",
+        d.text
+    );
+    assert!(d.text.ends_with("while I bake."));
+    let removed = match d.annotation(toxicity::REMOVED_COLUMN) {
+        Some(Value::I64(n)) => *n,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        removed as usize,
+        mixed.chars().count() - d.text.chars().count()
+    );
+    let mut all = doc("You are garbage. Shut up you worthless loser.");
+    assert_eq!(remove.process(&mut all), Verdict::Drop("toxic_all_removed"));
+}
+
+fn run_step(config: &Config, input: PathBuf) -> (tempfile::TempDir, pipeline::Report) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let storage = Storage::new();
+    let step = toxicity::step(&storage, config).expect("step");
+    let report = pipeline::run(
+        &step,
+        &storage,
+        &RunOptions::new(
+            Location::Local(input),
+            Location::Local(out.path().to_path_buf()),
+        ),
+    )
+    .expect("run");
+    (out, report)
+}
+
+#[test]
+fn golden_verdicts_on_fixture_documents() {
+    let (out, report) = run_step(&full_config(Mode::Document), fixture("docs.jsonl"));
+    let kept = pipeline::shard::read_all_documents(
+        &Storage::new(),
+        &Location::Local(out.path().join("docs.parquet")),
+    )
+    .expect("read");
+    let mut got = format!(
+        "docs in {}, out {}\n",
+        report.stats.docs_in, report.stats.docs_out
+    );
+    for (reason, n) in &report.stats.drops {
+        got.push_str(&format!("drop {reason}: {n}\n"));
+    }
+    for d in &kept {
+        got.push_str(&format!("kept {}\n", d.id));
+    }
+    golden(&root().join("fixtures/expected/toxicity.txt"), &got);
+    assert!(report.stats.balanced());
+    for reason in ["adult_url", "bad_words", "toxic"] {
+        assert!(report.stats.drops.contains_key(reason), "{reason}: {got}");
+    }
+}
+
+#[test]
+fn word_ratio_rule() {
+    let mut config = full_config(Mode::Document);
+    config.classifier = None;
+    let words = config.words.as_mut().expect("words");
+    words.rule = toxicity::WordRule::Ratio;
+    words.max_ratio = 0.1;
+    let (_, report) = run_step(&config, fixture("docs.jsonl"));
+    // "Heck NO, the river path…": 2 matched of 9 words, over 10%; the Chinese page: one
+    // match among 3 unspaced runs. One "darn" in a longer text, or "crap" as 1 of 10
+    // words, is not over.
+    assert_eq!(
+        report.stats.drops.get("bad_word_ratio"),
+        Some(&2),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn conformance() {
+    let config_dir = tempfile::tempdir().expect("tempdir");
+    let config_path = config_dir.path().join("toxicity.toml");
+    let config = full_config(Mode::Remove);
+    std::fs::write(&config_path, toml::to_string(&config).expect("toml")).expect("write config");
+    let binary = |args: Vec<String>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mill-toxicity"));
+        cmd.args(args).arg("--config").arg(&config_path);
+        cmd
+    };
+    let read = |rel: &str| std::fs::read(root().join(rel)).expect("fixture");
+    check(&Conformance {
+        step: &|| toxicity::step(&Storage::new(), &full_config(Mode::Remove)).expect("step"),
+        inputs: vec![
+            ("tox.jsonl".into(), read("fixtures/toxicity/docs.jsonl")),
+            (
+                "web.jsonl".into(),
+                read("fixtures/docs/web-multilingual.jsonl"),
+            ),
+            (
+                "labelled.jsonl".into(),
+                read("fixtures/toxicity/labelled/train.jsonl"),
+            ),
+        ],
+        broken: vec![(
+            "broken.jsonl".into(),
+            read("fixtures/docs/broken.jsonl"),
+            "malformed_json",
+        )],
+        command: Some(&binary),
+    });
+}
+
+#[test]
+fn train_then_filter_with_the_binaries() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let model_dir = work.path().join("model");
+    let out = Command::new(env!("CARGO_BIN_EXE_mill-toxicity"))
+        .arg("train")
+        .arg("--input")
+        .arg(fixture("labelled"))
+        .arg("--output")
+        .arg(&model_dir)
+        .output()
+        .expect("run train");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("precision") && stdout.contains("threshold"),
+        "{stdout}"
+    );
+    let config = work.path().join("filter.toml");
+    std::fs::write(
+        &config,
+        format!("[classifier]\nmodel = {:?}\n", model_dir.join("model.bin")),
+    )
+    .expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_mill-toxicity"))
+        .arg("--input")
+        .arg(fixture("docs.jsonl"))
+        .arg("--output")
+        .arg(work.path().join("filtered"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("run filter");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("drop toxic:"), "{stdout}");
+}
+
+#[test]
+fn bad_models_and_labels_give_clear_errors() {
+    let storage = Storage::new();
+    let mut missing = classifier(Mode::Document);
+    missing.model = "/no/such/model.bin".into();
+    let err = Classifier::new(&storage, &missing)
+        .expect_err("missing model")
+        .to_string();
+    assert!(
+        err.contains("/no/such/model.bin") && err.contains("not found"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.bin");
+    std::fs::write(&junk, b"not a model at all").expect("write");
+    let mut bad = classifier(Mode::Document);
+    bad.model = junk.to_string_lossy().to_string();
+    let err = Classifier::new(&storage, &bad)
+        .expect_err("junk model")
+        .to_string();
+    assert!(err.contains("not a fastText model"), "{err}");
+
+    let mut unknown = classifier(Mode::Document);
+    unknown.labels = vec!["nsfw".into()];
+    let err = Classifier::new(&storage, &unknown)
+        .expect_err("unknown label")
+        .to_string();
+    assert!(err.contains("__label__nsfw"), "{err}");
+
+    let labelled = dir.path().join("labelled");
+    std::fs::create_dir(&labelled).expect("mkdir");
+    std::fs::write(
+        labelled.join("a.jsonl"),
+        "{\"id\":\"x1\",\"text\":\"fine\",\"label\":\"clean\"}\n{\"id\":\"x2\",\"text\":\"no label here\"}\n",
+    )
+    .expect("write");
+    let err = toxicity::train::train(
+        &storage,
+        &Location::Local(labelled.clone()),
+        &Location::Local(dir.path().join("out")),
+        &TrainConfig::default(),
+    )
+    .expect_err("missing label")
+    .to_string();
+    assert!(
+        err.contains("a.jsonl") && err.contains("x2") && err.contains("label"),
+        "{err}"
+    );
+
+    std::fs::write(
+        labelled.join("a.jsonl"),
+        "{\"id\":\"x1\",\"text\":\"fine\",\"label\":\"clean\"}\n{oops\n",
+    )
+    .expect("write");
+    let err = toxicity::train::train(
+        &storage,
+        &Location::Local(labelled),
+        &Location::Local(dir.path().join("out")),
+        &TrainConfig::default(),
+    )
+    .expect_err("malformed")
+    .to_string();
+    assert!(
+        err.contains("a.jsonl") && err.contains("malformed"),
+        "{err}"
+    );
+}
