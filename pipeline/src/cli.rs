@@ -75,22 +75,35 @@ impl StageArgs {
 
     /// Loads the stage config from `--config`, or its defaults.
     pub fn load_config<C: DeserializeOwned>(&self, storage: &Storage) -> Result<C> {
-        let text = match &self.config {
-            Some(url) => {
-                let loc = Location::parse(url)?;
-                let bytes = storage.read(&loc)?;
-                String::from_utf8(bytes).map_err(|_| Error::Config {
-                    url: url.clone(),
-                    message: "not UTF-8".into(),
-                })?
-            }
-            None => String::new(),
-        };
-        toml::from_str(&text).map_err(|e| Error::Config {
-            url: self.config.clone().unwrap_or_else(|| "(defaults)".into()),
-            message: e.to_string(),
-        })
+        load_toml(storage, self.config.as_deref())
     }
+}
+
+/// Reads a TOML configuration from any address (`None`: the defaults, an empty table).
+pub fn load_toml<C: DeserializeOwned>(storage: &Storage, url: Option<&str>) -> Result<C> {
+    let text = match url {
+        Some(url) => {
+            let loc = Location::parse(url)?;
+            let bytes = storage.read(&loc)?;
+            String::from_utf8(bytes).map_err(|_| Error::Config {
+                url: url.to_string(),
+                message: "not UTF-8".into(),
+            })?
+        }
+        None => String::new(),
+    };
+    toml::from_str(&text).map_err(|e| Error::Config {
+        url: url.unwrap_or("(defaults)").to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Sets up `tracing`: text on a terminal, JSON lines otherwise; `RUST_LOG` filters.

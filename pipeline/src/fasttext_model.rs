@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use ::fasttext::FastText;
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::storage::{Location, Storage};
@@ -24,13 +23,6 @@ impl std::fmt::Debug for Model {
             .field("sha256", &self.sha256)
             .finish_non_exhaustive()
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 impl Model {
@@ -64,7 +56,7 @@ impl Model {
             }
         };
         let bytes = std::fs::read(&path).map_err(|e| error(e.to_string()))?;
-        let digest = sha256_hex(&bytes);
+        let digest = crate::cli::sha256_hex(&bytes);
         drop(bytes);
         if let Some(expected) = sha256
             && digest != expected

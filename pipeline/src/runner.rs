@@ -34,6 +34,20 @@ pub trait Stage: Send + Sync {
     }
     /// Looks at one document.
     fn process(&self, doc: &mut Document) -> Verdict;
+    /// Looks at one document knowing its row: its position among the documents the
+    /// source read from this input (0-based). Stages that name documents by position
+    /// (dedup's filter) override this; the default ignores the row.
+    fn process_row(&self, doc: &mut Document, row: u64) -> Verdict {
+        let _ = row;
+        self.process(doc)
+    }
+    /// A stage bound to one input, for stages whose work depends on which input is
+    /// read (dedup's filter loads that input's removal list). `None`: `self` serves
+    /// every input. It must declare the same columns as `self`.
+    fn for_input(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn Stage>>> {
+        let _ = (storage, input);
+        Ok(None)
+    }
 }
 
 /// One pass over the inputs: a chain of stages fused together.
@@ -103,9 +117,18 @@ impl Step {
         cols
     }
 
-    fn verdict(&self, doc: &mut Document) -> Verdict {
-        for stage in &self.stages {
-            if let Verdict::Drop(reason) = stage.process(doc) {
+    /// The stages bound to one input (see [`Stage::for_input`]).
+    fn bind(&self, storage: &Storage, input: &Planned) -> Result<Vec<Option<Box<dyn Stage>>>> {
+        self.stages
+            .iter()
+            .map(|s| s.for_input(storage, input))
+            .collect()
+    }
+
+    fn verdict(&self, bound: &[Option<Box<dyn Stage>>], doc: &mut Document, row: u64) -> Verdict {
+        for (stage, own) in self.stages.iter().zip(bound) {
+            let stage = own.as_deref().unwrap_or(stage.as_ref());
+            if let Verdict::Drop(reason) = stage.process_row(doc, row) {
                 return Verdict::Drop(reason);
             }
         }
@@ -334,15 +357,7 @@ fn process_input(
     progress: &Progress,
 ) -> Result<Stats> {
     let start = Instant::now();
-    let marker_loc = marker_location(&opts.output, &p.stem);
-    storage.remove_stale_temporaries(&marker_loc)?;
-    // Outputs of an earlier, different run of this input may not be rewritten (another
-    // config can route documents elsewhere): remove them first.
-    if let Some(old) = read_marker(storage, &marker_loc)? {
-        for rel in &old.outputs {
-            storage.delete(&opts.output.join(rel))?;
-        }
-    }
+    let marker_loc = begin_input(storage, &opts.output, &p.stem)?;
     let declared = step.declared();
     let mut stats = Stats::default();
     let mut outputs = Outputs {
@@ -353,6 +368,8 @@ fn process_input(
         writers: BTreeMap::new(),
     };
     let rej_rel = format!("{REJECTED_DIR}/{}.parquet", p.stem);
+    let bound = step.bind(storage, p)?;
+    let mut first_row: u64 = 0;
 
     for batch in step.source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
@@ -363,7 +380,12 @@ fn process_input(
             tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
         }
         let mut docs = batch.docs;
-        let verdicts: Vec<Verdict> = docs.par_iter_mut().map(|d| step.verdict(d)).collect();
+        let verdicts: Vec<Verdict> = docs
+            .par_iter_mut()
+            .enumerate()
+            .map(|(i, d)| step.verdict(&bound, d, first_row + i as u64))
+            .collect();
+        first_row += docs.len() as u64;
         let carry = batch.carry.as_ref();
         // Rows per output: (output path, rows, drop reasons for rejected shards).
         let mut routes: BTreeMap<String, (Vec<u32>, Vec<&'static str>)> = BTreeMap::new();
@@ -418,18 +440,54 @@ fn process_input(
     stats.bytes_in = p.meta.size;
     stats.seconds = start.elapsed().as_secs_f64();
     debug_assert!(stats.balanced());
-    let marker = Marker {
-        step: step.name.clone(),
-        input: p.meta.location.to_string(),
-        input_size: p.meta.size,
-        input_etag: p.meta.etag.clone(),
-        config_hash: step.config_hash.clone(),
-        outputs: written,
-        stats: stats.clone(),
-    };
-    write_marker(storage, &marker_loc, &marker)?;
+    finish_input(
+        storage,
+        &marker_loc,
+        &step.name,
+        &step.config_hash,
+        p,
+        written,
+        &stats,
+    )?;
     tracing::debug!(input = %p.meta.location, docs_in = stats.docs_in, docs_out = stats.docs_out, "input done");
     Ok(stats)
+}
+
+/// Prepares the redo of one input: clears what a killed run left beside its marker and
+/// removes the outputs an earlier run of it listed (another config may name other
+/// outputs). Returns the marker's address, for [`finish_input`].
+pub fn begin_input(storage: &Storage, output: &Location, stem: &str) -> Result<Location> {
+    let marker_loc = marker_location(output, stem);
+    storage.remove_stale_temporaries(&marker_loc)?;
+    if let Some(old) = read_marker(storage, &marker_loc)? {
+        for rel in &old.outputs {
+            storage.delete(&output.join(rel))?;
+        }
+    }
+    Ok(marker_loc)
+}
+
+/// Marks one input done, last, once its `outputs` (relative to the output prefix) are
+/// complete.
+pub fn finish_input(
+    storage: &Storage,
+    marker_loc: &Location,
+    step: &str,
+    config_hash: &str,
+    input: &Planned,
+    outputs: Vec<String>,
+    stats: &Stats,
+) -> Result<()> {
+    let marker = Marker {
+        step: step.to_string(),
+        input: input.meta.location.to_string(),
+        input_size: input.meta.size,
+        input_etag: input.meta.etag.clone(),
+        config_hash: config_hash.to_string(),
+        outputs,
+        stats: stats.clone(),
+    };
+    write_marker(storage, marker_loc, &marker)
 }
 
 /// The open output shards of one input, by path below the output prefix.

@@ -300,3 +300,31 @@ pub fn golden(path: &Path, got: &str) {
         path.display()
     );
 }
+
+/// A fresh bucket on the S3 test server named by `TOKENMILL_TEST_S3_ENDPOINT`, with a
+/// storage facade pointed at it and the endpoint (for binaries: `AWS_ENDPOINT_URL`).
+/// `None` (test skipped) when the variable is unset outside CI; under `CI` a missing
+/// server fails the test, so CI cannot skip the S3 tests by accident.
+pub fn s3_bucket(prefix: &str) -> Option<(Storage, String, String)> {
+    let endpoint = match std::env::var("TOKENMILL_TEST_S3_ENDPOINT") {
+        Ok(e) if !e.is_empty() => e,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the S3 tests: set TOKENMILL_TEST_S3_ENDPOINT (scripts/test.sh does)"
+            );
+            eprintln!("TOKENMILL_TEST_S3_ENDPOINT unset: S3 test skipped");
+            return None;
+        }
+    };
+    let storage = Storage::with_options(crate::storage::S3Options {
+        endpoint: Some(endpoint.clone()),
+        ..crate::storage::S3Options::default()
+    });
+    let bucket = format!("{prefix}-{}-{}", std::process::id(), fastrand::u32(..));
+    let base = Location::parse(&format!("s3://{bucket}/")).expect("bucket address");
+    storage
+        .create_bucket(&base)
+        .expect("create the test bucket");
+    Some((storage, endpoint, bucket))
+}

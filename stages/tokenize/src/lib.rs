@@ -26,10 +26,9 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use pipeline::cli::config_hash;
-use pipeline::marker::{Marker, list_markers, marker_location, read_marker, write_marker};
+use pipeline::marker::{Marker, list_markers};
 use pipeline::progress::Progress;
 use pipeline::shard::{ShardOptions, ShardWriter};
 use pipeline::source::Batches;
@@ -92,13 +91,7 @@ pub const SHARDS_DIR: &str = "_shards";
 /// File name of the manifest below an output prefix.
 pub const MANIFEST: &str = "manifest.json";
 
-/// Hex SHA-256 of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+pub use pipeline::cli::sha256_hex;
 
 // ---------------------------------------------------------------------------------
 // train
@@ -426,13 +419,7 @@ fn encode_input(
     progress: &Progress,
 ) -> Result<Stats> {
     let start = Instant::now();
-    let marker_loc = marker_location(&opts.output, &p.stem);
-    storage.remove_stale_temporaries(&marker_loc)?;
-    if let Some(old) = read_marker(storage, &marker_loc)? {
-        for rel in &old.outputs {
-            storage.delete(&opts.output.join(rel))?;
-        }
-    }
+    let marker_loc = pipeline::runner::begin_input(storage, &opts.output, &p.stem)?;
     let mut stats = Stats::default();
     let mut shards: Vec<ShardInfo> = Vec::new();
     let mut current: Option<DatasetWriter> = None;
@@ -567,16 +554,15 @@ fn encode_input(
     outputs.push(shards_rel);
     stats.bytes_in = p.meta.size;
     stats.seconds = start.elapsed().as_secs_f64();
-    let marker = Marker {
-        step: "tokenize-encode".into(),
-        input: p.meta.location.to_string(),
-        input_size: p.meta.size,
-        input_etag: p.meta.etag.clone(),
-        config_hash: hash.to_string(),
+    pipeline::runner::finish_input(
+        storage,
+        &marker_loc,
+        "tokenize-encode",
+        hash,
+        p,
         outputs,
-        stats: stats.clone(),
-    };
-    write_marker(storage, &marker_loc, &marker)?;
+        &stats,
+    )?;
     Ok(stats)
 }
 

@@ -171,13 +171,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn load_config(storage: &Storage, url: Option<&str>) -> anyhow::Result<Config> {
-    let text = match url {
-        Some(u) => String::from_utf8(storage.read(&Location::parse(u)?)?)
-            .map_err(|_| anyhow::anyhow!("config {u}: not UTF-8"))?,
-        None => String::new(),
-    };
-    toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("config {}: {e}", url.unwrap_or("(defaults)")))
+    Ok(pipeline::cli::load_toml(storage, url)?)
 }
 
 /// The tokenizer named by the manifest in the folder of `prefix`, if there is one.

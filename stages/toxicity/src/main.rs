@@ -53,14 +53,7 @@ fn main() -> anyhow::Result<()> {
         ) => {
             init_logging(log_format);
             let storage = Storage::new();
-            let text = match &config {
-                Some(u) => String::from_utf8(storage.read(&Location::parse(u)?)?)
-                    .map_err(|_| anyhow::anyhow!("config {u}: not UTF-8"))?,
-                None => String::new(),
-            };
-            let config: toxicity::Config = toml::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("config {}: {e}", config.as_deref().unwrap_or("(defaults)"))
-            })?;
+            let config: toxicity::Config = pipeline::cli::load_toml(&storage, config.as_deref())?;
             let r = toxicity::train::train(
                 &storage,
                 &Location::parse(&input)?,

@@ -320,10 +320,7 @@ pub fn train(
         .collect();
     let report = TrainReport {
         model: model_loc.to_string(),
-        model_sha256: Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
+        model_sha256: pipeline::cli::sha256_hex(&bytes),
         train_documents: train_n,
         validation_documents: validation.len(),
         labels: counts.into_iter().collect(),

@@ -1,0 +1,115 @@
+//! Phase 4: a per-document stage that drops the rows the clusters phase listed and writes
+//! `<kind>_cluster_size` on what it keeps (1 for documents in no cluster), so a later mix
+//! can re-weight by it.
+
+use pipeline::cli::config_hash;
+use pipeline::shard::ShardOptions;
+use pipeline::{
+    Column, ColumnKind, Document, Error, Location, Planned, Result, Stage, Step, Storage, Value,
+    Verdict,
+};
+
+use crate::clusters::{Dups, read_dups};
+use crate::{Config, Kind};
+
+/// Step name in markers.
+pub const STEP: &str = "dedup-filter";
+
+/// The filter over all inputs: binds to each input's removal list.
+#[derive(Debug)]
+pub struct DedupFilter {
+    kind: Kind,
+    clusters: Location,
+}
+
+/// The filter bound to one input.
+#[derive(Debug)]
+struct Bound {
+    kind: Kind,
+    dups: Dups,
+}
+
+impl Stage for DedupFilter {
+    fn name(&self) -> &'static str {
+        "dedup-filter"
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        vec![Column {
+            name: self.kind.size_column(),
+            kind: ColumnKind::I64,
+        }]
+    }
+
+    fn process(&self, _doc: &mut Document) -> Verdict {
+        // Rows are needed: the runner calls `for_input` and then `process_row` on the
+        // bound stage. Reaching this means a caller skipped binding.
+        Verdict::Drop("unbound_dedup_filter")
+    }
+
+    fn for_input(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn Stage>>> {
+        let dups = read_dups(storage, &self.clusters, &input.stem)?;
+        Ok(Some(Box::new(Bound {
+            kind: self.kind,
+            dups,
+        })))
+    }
+}
+
+impl Stage for Bound {
+    fn name(&self) -> &'static str {
+        "dedup-filter"
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        vec![Column {
+            name: self.kind.size_column(),
+            kind: ColumnKind::I64,
+        }]
+    }
+
+    fn process(&self, _doc: &mut Document) -> Verdict {
+        Verdict::Drop("unbound_dedup_filter")
+    }
+
+    fn process_row(&self, doc: &mut Document, row: u64) -> Verdict {
+        let Ok(row) = u32::try_from(row) else {
+            return Verdict::Drop(self.kind.reason());
+        };
+        if self.dups.removed.binary_search(&row).is_ok() {
+            return Verdict::Drop(self.kind.reason());
+        }
+        let size = match self.dups.keepers.binary_search_by_key(&row, |k| k.0) {
+            Ok(i) => self.dups.keepers[i].1 as i64,
+            Err(_) => 1,
+        };
+        doc.annotate(self.kind.size_column(), Value::I64(size));
+        Verdict::Keep
+    }
+}
+
+/// The filter step over the documents the signatures were computed from.
+pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> {
+    let loc = Location::parse(clusters)?;
+    // The removal lists' identity: a new clusters result redoes the filter.
+    let marker = pipeline::marker::read_marker(
+        storage,
+        &pipeline::marker::marker_location(&loc, "clusters"),
+    )?
+    .ok_or_else(|| {
+        Error::Usage(format!(
+            "{loc} has no finished clusters phase (no _done/clusters.json): run it first"
+        ))
+    })?;
+    Ok(Step {
+        name: STEP.into(),
+        stages: vec![Box::new(DedupFilter {
+            kind: config.kind,
+            clusters: loc,
+        })],
+        source: Box::new(crate::signatures::source(config)),
+        config_hash: config_hash(STEP, &(config.kind, &marker.config_hash)),
+        shard: ShardOptions::default(),
+        partition: None,
+    })
+}

@@ -1,0 +1,197 @@
+//! Stage dedup: MinHash near-duplicates, identical texts and repeated URLs, found across
+//! the whole corpus in four phases that each fan out over tasks:
+//!
+//! 1. [`signatures`]: per input file, one sorted run file (`<stem>.sig`) with a section
+//!    per band (MinHash) or one section of keys (exact text, URL); see [`runs`].
+//! 2. [`buckets`]: per band and hash range, a streaming k-way merge of that section of
+//!    every signature file (and of an earlier run's index with `--against`); equal keys
+//!    become candidate pairs (`pairs/<section>-<range>.pairs`).
+//! 3. [`clusters`]: one task; union-find over all pairs (MinHash) or the groups as they
+//!    are (exact, URL); one keeper per cluster; `<stem>.dups` per input lists the rows
+//!    to remove and the keepers' cluster sizes.
+//! 4. [`filter`]: a per-document stage that drops the listed rows (`minhash_dup`,
+//!    `exact_dup`, `url_dup`) and writes `<kind>_cluster_size` on what it keeps.
+//!
+//! [`index`] appends the kept documents' keys of a finished run to an index, as new
+//! sorted runs, so a later batch can be deduplicated against it (`buckets --against`).
+//!
+//! Keeper rules: MinHash and exact keep the first document in input order (inputs
+//! sorted by path, rows in file order); URL dedup keeps the latest `date` (ties: input
+//! order); a document matching an index entry is always removed (earlier runs win).
+
+pub mod buckets;
+pub mod clusters;
+pub mod filter;
+pub mod index;
+pub mod minhash;
+pub mod normalize;
+pub mod runs;
+pub mod signatures;
+
+use serde::{Deserialize, Serialize};
+
+pub use normalize::Shingles;
+use runs::Layout;
+
+/// What counts as a duplicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Near-duplicates: MinHash LSH over shingles of the normalised text.
+    Minhash,
+    /// Identical normalised text (128-bit xxh3).
+    Exact,
+    /// The same normalised URL (128-bit xxh3); the latest `date` is kept.
+    Url,
+}
+
+impl Kind {
+    /// Name used in drop reasons, columns and file headers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Minhash => "minhash",
+            Kind::Exact => "exact",
+            Kind::Url => "url",
+        }
+    }
+
+    /// The drop reason of a removed document.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Kind::Minhash => "minhash_dup",
+            Kind::Exact => "exact_dup",
+            Kind::Url => "url_dup",
+        }
+    }
+
+    /// The column the filter writes on kept documents.
+    pub fn size_column(self) -> &'static str {
+        match self {
+            Kind::Minhash => "minhash_cluster_size",
+            Kind::Exact => "exact_cluster_size",
+            Kind::Url => "url_cluster_size",
+        }
+    }
+
+    /// Layout of signature entries.
+    pub fn layout(self) -> Layout {
+        match self {
+            Kind::Minhash => Layout {
+                key_bytes: 8,
+                rank: false,
+                row: true,
+            },
+            Kind::Exact => Layout {
+                key_bytes: 16,
+                rank: false,
+                row: true,
+            },
+            Kind::Url => Layout {
+                key_bytes: 16,
+                rank: true,
+                row: true,
+            },
+        }
+    }
+
+    /// Layout of index runs: keys only.
+    pub fn index_layout(self) -> Layout {
+        Layout {
+            rank: false,
+            row: false,
+            ..self.layout()
+        }
+    }
+}
+
+/// Configuration of all phases (one TOML file serves them all).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// What counts as a duplicate.
+    pub kind: Kind,
+    /// MinHash bands: 14 (FineWeb: 14 buckets × 8 hashes, a 0.75 Jaccard threshold region).
+    pub bands: usize,
+    /// MinHash rows per band: 8 (FineWeb).
+    pub rows: usize,
+    /// Shingle length: 5 words (FineWeb, RefinedWeb).
+    pub ngram: usize,
+    /// Words, or characters for scripts written without spaces.
+    pub shingles: Shingles,
+    /// Seed of the permutations; signatures of runs to compare must share it.
+    pub seed: u64,
+    /// Documents per batch when reading inputs.
+    pub batch_docs: usize,
+    /// Largest ranged read of the merge phases (S3: large requests, never one per record).
+    pub read_chunk_bytes: u64,
+    /// Memory the read buffers of one merge may use in all (two chunks per input).
+    pub merge_memory_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            kind: Kind::Minhash,
+            bands: 14,
+            rows: 8,
+            ngram: 5,
+            shingles: Shingles::Words,
+            seed: 1,
+            batch_docs: 4096,
+            read_chunk_bytes: 16 << 20,
+            merge_memory_bytes: 1 << 30,
+        }
+    }
+}
+
+impl Config {
+    /// Sections per signature file.
+    pub fn sections(&self) -> usize {
+        match self.kind {
+            Kind::Minhash => self.bands,
+            Kind::Exact | Kind::Url => 1,
+        }
+    }
+
+    /// What changes signatures: their configuration hash.
+    pub fn signature_key(&self) -> impl Serialize + '_ {
+        (
+            self.kind,
+            self.bands,
+            self.rows,
+            self.ngram,
+            self.shingles,
+            self.seed,
+        )
+    }
+
+    /// Checks the numbers.
+    pub fn validate(&self) -> pipeline::Result<()> {
+        let bad = |m: String| Err(pipeline::Error::Usage(m));
+        if self.kind == Kind::Minhash && (self.bands == 0 || self.rows == 0 || self.bands > 255) {
+            return bad(format!(
+                "dedup: bands ({}) must be 1..=255 and rows ({}) at least 1",
+                self.bands, self.rows
+            ));
+        }
+        if self.ngram == 0 {
+            return bad("dedup: ngram must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// The global number of a document: its input's position in the sorted signature
+/// listing plus one, then its row; 0 is an entry of the index (an earlier run).
+pub fn global(file: usize, row: u32) -> u64 {
+    ((file as u64 + 1) << 32) | row as u64
+}
+
+/// The input position and row of a global number (`None` for the index).
+pub fn split_global(g: u64) -> Option<(usize, u32)> {
+    let file = g >> 32;
+    (file > 0).then(|| ((file - 1) as usize, g as u32))
+}
+
+/// Global number of index entries.
+pub const INDEX: u64 = 0;

@@ -1,0 +1,139 @@
+//! `mill-dedup`: MinHash, exact-text and URL deduplication in four phases.
+// Doc comments here are clap's --help text (<output> paths), not API docs.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
+use clap::{Parser, Subcommand};
+use pipeline::cli::{LogFormat, StageArgs, init_logging, load_toml, summary};
+use pipeline::{Location, Storage};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mill-dedup",
+    version,
+    about = "Deduplicate documents: MinHash near-duplicates, identical texts, repeated URLs"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Phase 1: one signature file per input document shard (<output>/<stem>.sig).
+    Signatures {
+        #[command(flatten)]
+        stage: StageArgs,
+    },
+    /// Phase 2: --input is the signature folder; per band and hash range, merge all
+    /// signature files and write candidate pairs (<output>/<band>-<range>.pairs).
+    Buckets {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// An index of earlier runs (`mill-dedup index`): documents matching it are removed.
+        #[arg(long)]
+        against: Option<String>,
+    },
+    /// Phase 3 (one task): --input is the pairs folder; union-find, one keeper per
+    /// cluster, removal lists (<output>/<stem>.dups) and summary.json.
+    Clusters {
+        #[arg(long)]
+        input: String,
+        #[arg(long)]
+        output: String,
+        #[arg(long)]
+        config: Option<String>,
+        /// Redo even when done.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+        log_format: LogFormat,
+    },
+    /// Phase 4: --input is the same documents the signatures came from; drops what the
+    /// removal lists name and writes <kind>_cluster_size on the rest.
+    Filter {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// The clusters phase's output.
+        #[arg(long)]
+        clusters: String,
+    },
+    /// Append the documents a finished run kept to an index (--output), for later
+    /// `buckets --against`; --input is the signature folder.
+    Index {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// The clusters phase's output of the same run.
+        #[arg(long)]
+        clusters: String,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let storage = Storage::new();
+    match Args::parse().command {
+        Command::Signatures { stage } => {
+            init_logging(stage.log_format);
+            let config: dedup::Config = stage.load_config(&storage)?;
+            let opts = stage.options()?;
+            let report = dedup::signatures::signatures(&storage, &opts, &config)?;
+            if !opts.dry_run {
+                println!("{}", summary(dedup::signatures::STEP, &report));
+            }
+        }
+        Command::Buckets { stage, against } => {
+            init_logging(stage.log_format);
+            let config: dedup::Config = stage.load_config(&storage)?;
+            let opts = stage.options()?;
+            let against = against.as_deref().map(Location::parse).transpose()?;
+            let report = dedup::buckets::buckets(&storage, &opts, &config, against.as_ref())?;
+            if !opts.dry_run {
+                println!("{}", summary(dedup::buckets::STEP, &report));
+            }
+        }
+        Command::Clusters {
+            input,
+            output,
+            config,
+            force,
+            log_format,
+        } => {
+            init_logging(log_format);
+            let config: dedup::Config = load_toml(&storage, config.as_deref())?;
+            let (s, ran) = dedup::clusters::clusters(
+                &storage,
+                &Location::parse(&input)?,
+                &Location::parse(&output)?,
+                &config,
+                force,
+            )?;
+            println!(
+                "{}: {} ({} files, {} documents, {} pairs): {} clusters, largest {}, {} documents to remove ({} matched the index)",
+                dedup::clusters::STEP,
+                if ran { "done" } else { "already done" },
+                s.files,
+                s.documents,
+                s.pairs,
+                s.clusters,
+                s.largest,
+                s.removed,
+                s.matched_index
+            );
+        }
+        Command::Filter { stage, clusters } => {
+            pipeline::cli::run_stage(&stage, |storage, config: &dedup::Config| {
+                dedup::filter::step(storage, config, &clusters)
+            })?;
+        }
+        Command::Index { stage, clusters } => {
+            init_logging(stage.log_format);
+            let config: dedup::Config = stage.load_config(&storage)?;
+            let opts = stage.options()?;
+            let report =
+                dedup::index::index(&storage, &opts, &Location::parse(&clusters)?, &config)?;
+            if !opts.dry_run {
+                println!("{}", summary(dedup::index::STEP, &report));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! MinHash signatures and their band hashes.
+//!
+//! Each shingle is hashed once with xxh3-64 (fixed seed); permutation `i` of the
+//! `bands × rows` is the multiply-shift hash `((a_i · x + b_i) mod 2^64) >> 32` with
+//! `a_i` odd, its parameters drawn from a SplitMix64 stream started at a fixed seed. The
+//! minimum over a document's shingles is kept per permutation (32 bits); band `k` is the
+//! xxh3-64 of its `rows` minima (seed `k`). Two documents with Jaccard similarity `s`
+//! share at least one band with probability `1 − (1 − s^rows)^bands` (the bench measures
+//! how closely we follow that).
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use crate::normalize::{Shingles, for_each_shingle};
+
+/// The permutations of one configuration.
+#[derive(Debug, Clone)]
+pub struct MinHasher {
+    bands: usize,
+    rows: usize,
+    a: Vec<u64>,
+    b: Vec<u64>,
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl MinHasher {
+    /// `bands × rows` permutations drawn from `seed`.
+    pub fn new(bands: usize, rows: usize, seed: u64) -> Self {
+        let n = bands * rows;
+        let mut state = seed;
+        let mut a = Vec::with_capacity(n);
+        let mut b = Vec::with_capacity(n);
+        for _ in 0..n {
+            a.push(splitmix64(&mut state) | 1);
+            b.push(splitmix64(&mut state));
+        }
+        MinHasher { bands, rows, a, b }
+    }
+
+    /// Number of bands.
+    pub fn bands(&self) -> usize {
+        self.bands
+    }
+
+    /// The per-permutation minima of a set of shingle hashes (all `u32::MAX` for none).
+    pub fn minima(&self, shingles: impl IntoIterator<Item = u64>) -> Vec<u32> {
+        let mut mins = vec![u32::MAX; self.a.len()];
+        for x in shingles {
+            for ((m, &a), &b) in mins.iter_mut().zip(&self.a).zip(&self.b) {
+                let h = (a.wrapping_mul(x).wrapping_add(b) >> 32) as u32;
+                *m = (*m).min(h);
+            }
+        }
+        mins
+    }
+
+    /// Band hashes of a normalised text, or `None` when it has no shingle.
+    pub fn band_hashes(&self, normalized: &str, kind: Shingles, ngram: usize) -> Option<Vec<u64>> {
+        let mut hashes = Vec::new();
+        for_each_shingle(normalized, kind, ngram, |h| hashes.push(h));
+        if hashes.is_empty() {
+            return None;
+        }
+        hashes.sort_unstable();
+        hashes.dedup();
+        Some(self.bands_of(&self.minima(hashes)))
+    }
+
+    /// Band hashes of per-permutation minima.
+    pub fn bands_of(&self, mins: &[u32]) -> Vec<u64> {
+        let mut bytes = Vec::with_capacity(self.rows * 4);
+        (0..self.bands)
+            .map(|k| {
+                bytes.clear();
+                for m in &mins[k * self.rows..(k + 1) * self.rows] {
+                    bytes.extend_from_slice(&m.to_le_bytes());
+                }
+                xxh3_64_with_seed(&bytes, k as u64)
+            })
+            .collect()
+    }
+}
+
+/// The probability that two documents of Jaccard similarity `s` share a band.
+pub fn theory(s: f64, bands: usize, rows: usize) -> f64 {
+    1.0 - (1.0 - s.powi(rows as i32)).powi(bands as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::normalize;
+
+    #[test]
+    fn identical_texts_share_every_band_and_unrelated_ones_none() {
+        let m = MinHasher::new(14, 8, 1);
+        let t = normalize(
+            "The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat",
+        );
+        let a = m.band_hashes(&t, Shingles::Words, 5).expect("bands");
+        let b = m.band_hashes(&t, Shingles::Words, 5).expect("bands");
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 14);
+        let u = normalize(
+            "Completely different words about databases indexes transactions and locks in storage engines",
+        );
+        let c = m.band_hashes(&u, Shingles::Words, 5).expect("bands");
+        assert!(a.iter().zip(&c).all(|(x, y)| x != y));
+        assert!(m.band_hashes("", Shingles::Words, 5).is_none());
+    }
+
+    #[test]
+    fn collision_rate_of_minima_estimates_jaccard() {
+        // Two sets with Jaccard 0.5: the share of equal minima must be near 0.5.
+        let m = MinHasher::new(64, 8, 7);
+        let a: Vec<u64> = (0..3000u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let b: Vec<u64> = (1000..4000u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let (ma, mb) = (m.minima(a), m.minima(b));
+        let equal = ma.iter().zip(&mb).filter(|(x, y)| x == y).count() as f64 / ma.len() as f64;
+        assert!((equal - 0.5).abs() < 0.08, "estimated {equal}");
+    }
+
+    #[test]
+    fn theory_curve() {
+        assert!((theory(1.0, 14, 8) - 1.0).abs() < 1e-12);
+        assert!(theory(0.0, 14, 8).abs() < 1e-12);
+        let mid = theory(0.72, 14, 8);
+        assert!(mid > 0.45 && mid < 0.65, "{mid}");
+    }
+}

@@ -1,0 +1,262 @@
+//! Text and URL normalisation, and shingling: what two documents must share to count as
+//! the same.
+//!
+//! Text, in this order (datatrove's `simplify_text` does the same kinds of folding):
+//! 1. Unicode NFKC (full-width forms, ligatures and compatibility characters folded);
+//! 2. lowercase (Unicode `to_lowercase`), and `ß` written `ss` (so `STRASSE` and
+//!    `Straße` agree, as full case folding would have it);
+//! 3. accents stripped from Latin, Greek and Cyrillic letters only (canonical
+//!    decomposition, combining marks dropped): `é` → `e`, `й` → `и`; marks of other
+//!    scripts (Devanagari vowel signs, Hebrew points…) are letters there and stay;
+//! 4. every character that is a decimal or other number becomes `0`;
+//! 5. everything that is neither a letter, a number nor a combining mark (punctuation,
+//!    symbols, emoji, control characters, whitespace) separates words;
+//! 6. words are joined by one space; no leading or trailing space.
+
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::{decompose_canonical, is_combining_mark};
+use xxhash_rust::xxh3::{xxh3_64_with_seed, xxh3_128_with_seed};
+
+/// Writes the normalised form of `text` into `out` (cleared first).
+pub fn normalize_into(text: &str, out: &mut String) {
+    out.clear();
+    let mut gap = false;
+    let mut push = |c: char, out: &mut String| {
+        if c.is_alphanumeric() || is_combining_mark(c) {
+            if gap && !out.is_empty() {
+                out.push(' ');
+            }
+            gap = false;
+            out.push(if c.is_numeric() { '0' } else { c });
+        } else {
+            gap = true;
+        }
+    };
+    for c in text.nfkc() {
+        for l in c.to_lowercase() {
+            if l == 'ß' {
+                push('s', out);
+                push('s', out);
+                continue;
+            }
+            // Latin, Greek, Cyrillic and Armenian end before U+0590.
+            if !l.is_ascii() && (l as u32) < 0x0590 {
+                decompose_canonical(l, |d| {
+                    if !is_combining_mark(d) {
+                        push(d, out);
+                    }
+                });
+            } else {
+                push(l, out);
+            }
+        }
+    }
+}
+
+/// The normalised form of `text`.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    normalize_into(text, &mut out);
+    out
+}
+
+/// What a shingle is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shingles {
+    /// Runs of `ngram` words (FineWeb: 5 words).
+    Words,
+    /// Runs of `ngram` characters of the normalised text, spaces included: for scripts
+    /// written without spaces (Chinese, Japanese, Thai).
+    Chars,
+}
+
+/// Calls `f` with the 64-bit hash of every shingle of a normalised text, in order
+/// (repeats included). A text shorter than one shingle gives one shingle of all of it;
+/// an empty text gives none.
+pub fn for_each_shingle(normalized: &str, kind: Shingles, ngram: usize, mut f: impl FnMut(u64)) {
+    let n = ngram.max(1);
+    if normalized.is_empty() {
+        return;
+    }
+    // Byte offsets where each unit starts, plus the end.
+    let mut starts: Vec<usize> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    match kind {
+        Shingles::Words => {
+            let mut offset = 0;
+            for word in normalized.split(' ') {
+                starts.push(offset);
+                ends.push(offset + word.len());
+                offset += word.len() + 1;
+            }
+        }
+        Shingles::Chars => {
+            for (i, c) in normalized.char_indices() {
+                starts.push(i);
+                ends.push(i + c.len_utf8());
+            }
+        }
+    }
+    if starts.len() <= n {
+        f(xxh3_64_with_seed(normalized.as_bytes(), SHINGLE_SEED));
+        return;
+    }
+    for i in 0..=starts.len() - n {
+        let s = &normalized.as_bytes()[starts[i]..ends[i + n - 1]];
+        f(xxh3_64_with_seed(s, SHINGLE_SEED));
+    }
+}
+
+/// Seed of the shingle hash (fixed: signatures of different runs must agree).
+pub const SHINGLE_SEED: u64 = 0x746f_6b65_6e6d_696c; // "tokenmil"
+
+/// 128-bit hash of a normalised text (exact dedup).
+pub fn text_key(normalized: &str) -> u128 {
+    xxh3_128_with_seed(normalized.as_bytes(), SHINGLE_SEED)
+}
+
+/// The normalised form of a URL for URL dedup: scheme dropped (`http` and `https` are the
+/// same page), host lowercased without a leading `www.` and without a default port,
+/// fragment dropped, a trailing `/` of the path dropped; path and query kept as they are.
+pub fn normalize_url(url: &str) -> String {
+    let url = url.trim();
+    let rest = match url.find("://") {
+        Some(i) => &url[i + 3..],
+        None => url,
+    };
+    let rest = rest.split('#').next().unwrap_or("");
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let mut host = host_port.to_ascii_lowercase();
+    for port in [":80", ":443"] {
+        if let Some(h) = host.strip_suffix(port) {
+            host = h.to_string();
+        }
+    }
+    if let Some(h) = host.strip_prefix("www.") {
+        host = h.to_string();
+    }
+    let (path, query) = match tail.find('?') {
+        Some(i) => (&tail[..i], &tail[i..]),
+        None => (tail, ""),
+    };
+    let path = path.strip_suffix('/').unwrap_or(path);
+    format!("{host}{path}{query}")
+}
+
+/// 128-bit hash of a normalised URL.
+pub fn url_key(url: &str) -> u128 {
+    xxh3_128_with_seed(normalize_url(url).as_bytes(), SHINGLE_SEED)
+}
+
+/// Seconds since 1970 of an ISO 8601 date (`2024-05-01T12:00:00Z`, `2024-05-01`), or `None`.
+/// Offsets other than `Z` are ignored: crawl dates are UTC.
+pub fn parse_date(date: &str) -> Option<i64> {
+    let b = date.trim().as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = std::str::from_utf8(b.get(r)?).ok()?;
+        if s.bytes().all(|c| c.is_ascii_digit()) {
+            s.parse().ok()
+        } else {
+            None
+        }
+    };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || !(1..=12).contains(&m) {
+        return None;
+    }
+    let (hh, mm, ss) = if b.len() >= 19 {
+        (num(11..13)?, num(14..16)?, num(17..19)?)
+    } else {
+        (0, 0, 0)
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_case_accents_digits_punctuation() {
+        assert_eq!(normalize("  Héllo, WORLD!!  Ça   va?"), "hello world ca va");
+        assert_eq!(
+            normalize("Price: 1,299.00 € (２０２４)"),
+            "price 0 000 00 0000"
+        );
+        assert_eq!(normalize("Ёлка и Йод"), "елка и иод");
+        assert_eq!(normalize("STRASSE"), normalize("Straße"));
+        assert_eq!(
+            normalize("ﬁne\u{00A0}print\ttab\nline"),
+            "fine print tab line"
+        );
+        // Marks that are letters in their script stay.
+        assert_eq!(normalize("नमस्ते दुनिया"), "नमस्ते दुनिया");
+        assert_eq!(normalize("日本語のテキスト。"), "日本語のテキスト");
+        assert_eq!(normalize(""), "");
+        assert_eq!(normalize("!!!"), "");
+    }
+
+    #[test]
+    fn shingles_words_and_chars() {
+        let mut n = 0;
+        for_each_shingle("a b c d e f g", Shingles::Words, 5, |_| n += 1);
+        assert_eq!(n, 3);
+        let mut short = Vec::new();
+        for_each_shingle("a b", Shingles::Words, 5, |h| short.push(h));
+        assert_eq!(short.len(), 1);
+        let mut c = 0;
+        for_each_shingle("日本語のテキスト", Shingles::Chars, 5, |_| c += 1);
+        assert_eq!(c, 4);
+        let mut none = 0;
+        for_each_shingle("", Shingles::Words, 5, |_| none += 1);
+        assert_eq!(none, 0);
+        // The same words give the same hashes.
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        for_each_shingle("one two three four five six", Shingles::Words, 5, |h| {
+            x.push(h)
+        });
+        for_each_shingle("zero one two three four five", Shingles::Words, 5, |h| {
+            y.push(h)
+        });
+        assert_eq!(x[0], y[1]);
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            normalize_url("https://WWW.Example.com:443/a/b/?q=1#top"),
+            "example.com/a/b?q=1"
+        );
+        assert_eq!(normalize_url("http://example.com"), "example.com");
+        assert_eq!(
+            url_key("http://example.com/"),
+            url_key("https://www.example.com")
+        );
+        assert_ne!(
+            url_key("http://example.com/a"),
+            url_key("http://example.com/b")
+        );
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(parse_date("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_date("2024-03-01"), Some(1_709_251_200));
+        assert!(parse_date("2024-03-01T00:00:01Z") > parse_date("2024-03-01"));
+        assert_eq!(parse_date("yesterday"), None);
+        assert_eq!(parse_date("2024-13-01"), None);
+    }
+}

@@ -1,0 +1,192 @@
+//! Phase 1: one signature file per input (`<output>/<stem>.sig`).
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use pipeline::cli::config_hash;
+use pipeline::progress::Progress;
+use pipeline::runner::{begin_input, finish_input};
+use pipeline::{DocumentSource, Planned, Report, Result, RunOptions, Source, Stats, Storage};
+
+use crate::minhash::MinHasher;
+use crate::normalize::{normalize_into, parse_date, text_key, url_key};
+use crate::runs::{Entry, RunWriter};
+use crate::{Config, Kind};
+
+/// Step name in markers.
+pub const STEP: &str = "dedup-signatures";
+/// Drop reason of documents with nothing to sign (empty normalised text; no URL). They
+/// are never duplicates and the filter keeps them; the count says how many.
+pub const NOTHING_TO_SIGN: &str = "nothing_to_sign";
+
+/// Suffix of signature files.
+pub const SUFFIX: &str = ".sig";
+
+/// The source of the signature and filter phases: they must number rows alike.
+pub fn source(config: &Config) -> DocumentSource {
+    DocumentSource {
+        batch_rows: config.batch_docs.max(1),
+        ..DocumentSource::default()
+    }
+}
+
+/// The configuration hash of signatures.
+pub fn hash(config: &Config) -> String {
+    config_hash(STEP, &config.signature_key())
+}
+
+/// Runs one task of the signature phase.
+pub fn signatures(storage: &Storage, opts: &RunOptions, config: &Config) -> Result<Report> {
+    config.validate()?;
+    let source = source(config);
+    let hash = hash(config);
+    let plan = pipeline::plan(STEP, &source, &hash, storage, opts)?;
+    let mut report = Report {
+        skipped: plan.skipped.clone(),
+        ..Report::default()
+    };
+    if opts.dry_run {
+        return Ok(report);
+    }
+    let hasher = MinHasher::new(config.bands, config.rows, config.seed);
+    let pool = pipeline::runner::pool(opts.threads)?;
+    let total = plan.todo.iter().map(|p| p.meta.size).sum();
+    let progress = Progress::start(STEP, plan.todo.len() as u64, total, opts.progress);
+    let results: Vec<Result<Stats>> = pool.install(|| {
+        plan.todo
+            .par_iter()
+            .map(|p| {
+                let s = sign_input(storage, opts, config, &hasher, &source, &hash, p, &progress)?;
+                progress.file_done(p.meta.size);
+                Ok(s)
+            })
+            .collect()
+    });
+    progress.finish();
+    for (p, r) in plan.todo.iter().zip(results) {
+        report.stats.merge(&r?);
+        report.processed.push(p.relative.clone());
+    }
+    Ok(report)
+}
+
+/// The entries of one document: one per section, or none.
+pub fn entries(
+    config: &Config,
+    hasher: &MinHasher,
+    doc: &pipeline::Document,
+    row: u32,
+    scratch: &mut String,
+) -> Option<Vec<Entry>> {
+    match config.kind {
+        Kind::Minhash => {
+            normalize_into(&doc.text, scratch);
+            let bands = hasher.band_hashes(scratch, config.shingles, config.ngram)?;
+            Some(
+                bands
+                    .into_iter()
+                    .map(|h| Entry {
+                        key: (h as u128) << 64,
+                        rank: 0,
+                        row,
+                    })
+                    .collect(),
+            )
+        }
+        Kind::Exact => {
+            normalize_into(&doc.text, scratch);
+            (!scratch.is_empty()).then(|| {
+                vec![Entry {
+                    key: text_key(scratch),
+                    rank: 0,
+                    row,
+                }]
+            })
+        }
+        Kind::Url => {
+            let url = doc.url.as_deref().filter(|u| !u.trim().is_empty())?;
+            // Latest first: a smaller rank is preferred. No date: after every dated copy.
+            let rank = match doc.date.as_deref().and_then(parse_date) {
+                Some(t) => (i64::MAX - t) as u64,
+                None => u64::MAX,
+            };
+            Some(vec![Entry {
+                key: url_key(url),
+                rank,
+                row,
+            }])
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sign_input(
+    storage: &Storage,
+    opts: &RunOptions,
+    config: &Config,
+    hasher: &MinHasher,
+    source: &DocumentSource,
+    hash: &str,
+    p: &Planned,
+    progress: &Progress,
+) -> Result<Stats> {
+    let start = Instant::now();
+    let marker = begin_input(storage, &opts.output, &p.stem)?;
+    let mut stats = Stats::default();
+    let mut sections: Vec<Vec<Entry>> = vec![Vec::new(); config.sections()];
+    let mut rows: u64 = 0;
+    for batch in source.read(storage, &p.meta, &p.relative)? {
+        let batch = batch?;
+        for (reason, n) in &batch.drops {
+            stats.drop_n(reason, *n);
+        }
+        if let Some(problem) = &batch.problem {
+            tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
+        }
+        if rows + batch.docs.len() as u64 > u32::MAX as u64 {
+            return Err(pipeline::Error::Usage(format!(
+                "{}: more than {} documents in one input; split the file",
+                p.meta.location,
+                u32::MAX
+            )));
+        }
+        let first = rows as u32;
+        let signed: Vec<Option<Vec<Entry>>> = batch
+            .docs
+            .par_iter()
+            .enumerate()
+            .map_init(String::new, |scratch, (i, d)| {
+                entries(config, hasher, d, first + i as u32, scratch)
+            })
+            .collect();
+        rows += batch.docs.len() as u64;
+        for s in signed {
+            match s {
+                Some(es) => {
+                    stats.keep();
+                    for (section, e) in sections.iter_mut().zip(es) {
+                        section.push(e);
+                    }
+                }
+                None => stats.drop(NOTHING_TO_SIGN),
+            }
+        }
+        progress.docs(batch.docs.len() as u64);
+        pipeline::runner::crash_point();
+    }
+    sections.par_iter_mut().for_each(|s| s.par_sort_unstable());
+    let rel = format!("{}{SUFFIX}", p.stem);
+    let mut w = RunWriter::create(storage, &opts.output.join(&rel), config.kind.layout())?;
+    for s in &sections {
+        w.section();
+        for e in s {
+            w.push(e)?;
+        }
+    }
+    stats.bytes_out = w.finish(rows)?;
+    stats.bytes_in = p.meta.size;
+    stats.seconds = start.elapsed().as_secs_f64();
+    finish_input(storage, &marker, STEP, hash, p, vec![rel], &stats)?;
+    Ok(stats)
+}
