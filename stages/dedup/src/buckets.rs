@@ -371,6 +371,7 @@ pub fn buckets(
                     .sum();
                 stats.bytes_out = bytes;
                 stats.seconds = start.elapsed().as_secs_f64();
+                pipeline::runner::crash_point();
                 let marker = Marker {
                     step: STEP.into(),
                     input: opts.input.to_string(),

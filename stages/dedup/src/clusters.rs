@@ -360,6 +360,7 @@ pub fn clusters(
     }
     stats.bytes_in = input_bytes;
     stats.seconds = start.elapsed().as_secs_f64();
+    pipeline::runner::crash_point();
     let marker = Marker {
         step: STEP.into(),
         input: buckets.to_string(),
