@@ -9,6 +9,9 @@ use crate::storage::{Location, ObjectMeta, Storage};
 
 /// Folder of markers below an output prefix.
 pub const DONE_DIR: &str = "_done";
+/// Folder of start notes below an output prefix: an input with a start note and no
+/// marker is running, or its task died.
+pub const STARTED_DIR: &str = "_started";
 /// Folder of rejected documents below an output prefix.
 pub const REJECTED_DIR: &str = "_rejected";
 
@@ -76,6 +79,48 @@ pub fn list_markers(storage: &Storage, output: &Location) -> Result<Vec<(String,
             && let Some(m) = read_marker(storage, &obj.location)?
         {
             out.push((stem.to_string(), m));
+        }
+    }
+    Ok(out)
+}
+
+/// When and where an input was started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    /// Seconds since 1970.
+    pub started: u64,
+    pub host: String,
+    pub pid: u32,
+}
+
+/// Notes that an input starts (overwriting an earlier note).
+pub fn write_started(storage: &Storage, output: &Location, stem: &str) -> Result<()> {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let note = Started {
+        started: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        host,
+        pid: std::process::id(),
+    };
+    let json = serde_json::to_vec(&note)
+        .map_err(|e| Error::Usage(format!("serialising a start note: {e}")))?;
+    storage.put(&output.join(&format!("{STARTED_DIR}/{stem}.json")), &json)
+}
+
+/// Every start note below an output prefix, by stem.
+pub fn list_started(storage: &Storage, output: &Location) -> Result<Vec<(String, Started)>> {
+    let mut out = Vec::new();
+    for obj in storage.list(&output.join(STARTED_DIR))? {
+        if let Some(stem) = obj.relative.strip_suffix(".json")
+            && let Ok(note) = serde_json::from_slice::<Started>(&storage.read(&obj.location)?)
+        {
+            out.push((stem.to_string(), note));
         }
     }
     Ok(out)

@@ -393,9 +393,12 @@ fn process_input(
             routes.entry(format!("{}.parquet", p.stem)).or_default();
         }
         for (i, (doc, verdict)) in docs.iter().zip(&verdicts).enumerate() {
+            let bucket = crate::stats::length_bucket(doc.text.len());
+            *stats.length_in.entry(bucket).or_default() += 1;
             match verdict {
                 Verdict::Keep => {
                     stats.keep();
+                    *stats.length_out.entry(bucket).or_default() += 1;
                     let rel = match step.partition {
                         Some(part) => format!("{}/{}.parquet", part.key(doc), p.stem),
                         None => format!("{}.parquet", p.stem),
@@ -453,12 +456,13 @@ fn process_input(
     Ok(stats)
 }
 
-/// Prepares the redo of one input: clears what a killed run left beside its marker and
-/// removes the outputs an earlier run of it listed (another config may name other
-/// outputs). Returns the marker's address, for [`finish_input`].
+/// Prepares the redo of one input: notes that it started (`_started/<stem>.json`, for
+/// `mill status`), clears what a killed run left beside its marker and removes the
+/// outputs an earlier run of it listed (another config may name other outputs). Returns the marker's address, for [`finish_input`].
 pub fn begin_input(storage: &Storage, output: &Location, stem: &str) -> Result<Location> {
     let marker_loc = marker_location(output, stem);
     storage.remove_stale_temporaries(&marker_loc)?;
+    crate::marker::write_started(storage, output, stem)?;
     if let Some(old) = read_marker(storage, &marker_loc)? {
         for rel in &old.outputs {
             storage.delete(&output.join(rel))?;

@@ -18,6 +18,18 @@ pub struct Stats {
     pub bytes_out: u64,
     /// Wall time spent, in seconds.
     pub seconds: f64,
+    /// Text lengths of the documents a stage looked at (after it ran: extracted text),
+    /// as a histogram: bucket `k` counts texts of `2^(k-1)` to `2^k - 1` bytes (0: empty).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub length_in: BTreeMap<u8, u64>,
+    /// The same for the documents it kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub length_out: BTreeMap<u8, u64>,
+}
+
+/// The histogram bucket of a text of `bytes` bytes (see [`Stats::length_in`]).
+pub fn length_bucket(bytes: usize) -> u8 {
+    (usize::BITS - bytes.leading_zeros()) as u8
 }
 
 impl Stats {
@@ -58,12 +70,26 @@ impl Stats {
         self.bytes_in += other.bytes_in;
         self.bytes_out += other.bytes_out;
         self.seconds += other.seconds;
+        for (k, n) in &other.length_in {
+            *self.length_in.entry(*k).or_default() += n;
+        }
+        for (k, n) in &other.length_out {
+            *self.length_out.entry(*k).or_default() += n;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn length_buckets() {
+        assert_eq!(length_bucket(0), 0);
+        assert_eq!(length_bucket(1), 1);
+        assert_eq!(length_bucket(1023), 10);
+        assert_eq!(length_bucket(1024), 11);
+    }
 
     #[test]
     fn counts_add_up() {

@@ -60,6 +60,10 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
                 .strip_prefix(dir)
                 .map(|p| p.to_string_lossy().replace('\\', "/"))
                 .unwrap_or_default();
+            // Start notes hold wall-clock times: not output.
+            if rel.starts_with(crate::marker::STARTED_DIR) {
+                continue;
+            }
             let mut bytes = std::fs::read(&path).unwrap_or_default();
             if rel.starts_with(DONE_DIR)
                 && let Ok(mut m) = serde_json::from_slice::<Marker>(&bytes)

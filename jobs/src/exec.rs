@@ -1,0 +1,361 @@
+//! Running steps: one task of one step (`mill step`, what a fleet array job runs), or
+//! every step in order on this machine (`mill run`).
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use pipeline::cli::config_hash;
+use pipeline::marker::{Marker, list_markers, marker_location, read_marker, write_marker};
+use pipeline::{Error, Location, Report, Result, RunOptions, Stats, Step, Storage};
+
+use crate::spec::{Kind, Pipeline, StepSpec};
+
+/// Name of the copy of the pipeline file a run keeps at its root.
+pub const PIPELINE_COPY: &str = "_pipeline.toml";
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// Worker threads per task (0: the pipeline's setting, then every core).
+    pub threads: usize,
+    /// Redo inputs that are done.
+    pub force: bool,
+    /// Show progress bars.
+    pub progress: bool,
+}
+
+/// Writes the pipeline beside its outputs (for `mill status` and `mill report`).
+pub fn record_pipeline(storage: &Storage, p: &Pipeline) -> Result<()> {
+    let text =
+        toml::to_string(p).map_err(|e| Error::Usage(format!("serialising the pipeline: {e}")))?;
+    let loc = p.run_location()?.join(PIPELINE_COPY);
+    if storage.exists(&loc)? && storage.read(&loc)? == text.as_bytes() {
+        return Ok(());
+    }
+    storage.put(&loc, text.as_bytes())
+}
+
+/// Several per-document steps fused into one pass: the first one's source, every
+/// stage in order, one configuration hash over all of them.
+pub fn fuse(name: &str, steps: Vec<Step>) -> Result<Step> {
+    let mut iter = steps.into_iter();
+    let first = iter
+        .next()
+        .ok_or_else(|| Error::Usage(format!("step {name}: no stages")))?;
+    let mut hashes = vec![first.config_hash.clone()];
+    let mut fused = Step {
+        name: name.to_string(),
+        config_hash: String::new(),
+        ..first
+    };
+    for s in iter {
+        hashes.push(s.config_hash);
+        fused.stages.extend(s.stages);
+        fused.partition = fused.partition.or(s.partition);
+    }
+    fused.config_hash = config_hash(name, &hashes);
+    Ok(fused)
+}
+
+fn chain(storage: &Storage, p: &Pipeline, spec: &StepSpec) -> Result<Step> {
+    let mut steps = Vec::new();
+    for stage in &spec.stages {
+        steps.push(match stage.as_str() {
+            "extract" => extract::step(storage, &p.stage_config("extract")?)?,
+            "import" => import::step(&p.stage_config("import")?),
+            "langid" => langid::step(storage, &p.stage_config("langid")?)?,
+            "quality" => quality::step(&p.stage_config("quality")?),
+            "toxicity" => toxicity::step(storage, &p.stage_config("toxicity")?)?,
+            other => {
+                return Err(Error::Usage(format!(
+                    "step {}: unknown stage {other}",
+                    spec.name
+                )));
+            }
+        });
+    }
+    fuse(&spec.name, steps)
+}
+
+/// The address of the tokenizer a tokenize.encode step uses.
+fn tokenizer_url(p: &Pipeline, spec: &StepSpec, config: &tokenize::Config) -> Result<String> {
+    match spec.tokenizer.as_deref() {
+        Some(r) if p.steps.iter().any(|s| s.name == r) => {
+            Ok(p.step_output(r)?.join("tokenizer.json").to_string())
+        }
+        Some(url) => Ok(url.to_string()),
+        None => config.encode.tokenizer.clone().ok_or_else(|| {
+            Error::Usage(format!(
+                "step {}: name the train step or a tokenizer.json in `tokenizer`",
+                spec.name
+            ))
+        }),
+    }
+}
+
+/// Runs task `task` of `tasks` of step `i`.
+pub fn run_task(
+    storage: &Storage,
+    p: &Pipeline,
+    i: usize,
+    task: usize,
+    tasks: usize,
+    flags: &Flags,
+) -> Result<Report> {
+    let spec = &p.steps[i];
+    let kind = spec.kind()?;
+    let opts = RunOptions {
+        input: p.input_of(i)?,
+        output: p.step_output(&spec.name)?,
+        tasks,
+        task,
+        threads: if flags.threads > 0 {
+            flags.threads
+        } else {
+            p.threads
+        },
+        force: flags.force,
+        dry_run: false,
+        keep_rejected: spec.keep_rejected,
+        progress: flags.progress,
+    };
+    if kind.single_task() && task != 0 {
+        return Ok(Report::default());
+    }
+    let needs = |field: &Option<String>, what: &str| -> Result<Location> {
+        let r = field
+            .as_deref()
+            .ok_or_else(|| Error::Usage(format!("step {}: `{what}` is required", spec.name)))?;
+        p.resolve(r)
+    };
+    match kind {
+        Kind::Chain => pipeline::run(&chain(storage, p, spec)?, storage, &opts),
+        Kind::DedupSignatures => {
+            dedup::signatures::signatures(storage, &opts, &p.stage_config("dedup")?)
+        }
+        Kind::DedupBuckets => {
+            let against = spec.against.as_deref().map(|r| p.resolve(r)).transpose()?;
+            dedup::buckets::buckets(storage, &opts, &p.stage_config("dedup")?, against.as_ref())
+        }
+        Kind::DedupClusters => {
+            let (_, ran) = dedup::clusters::clusters(
+                storage,
+                &opts.input,
+                &opts.output,
+                &p.stage_config("dedup")?,
+                flags.force,
+            )?;
+            let name = "clusters".to_string();
+            Ok(if ran {
+                Report {
+                    processed: vec![name],
+                    ..Report::default()
+                }
+            } else {
+                Report {
+                    skipped: vec![name],
+                    ..Report::default()
+                }
+            })
+        }
+        Kind::DedupFilter => {
+            let clusters = needs(&spec.clusters, "clusters")?;
+            let step =
+                dedup::filter::step(storage, &p.stage_config("dedup")?, &clusters.to_string())?;
+            pipeline::run(&step, storage, &opts)
+        }
+        Kind::DedupIndex => {
+            let clusters = needs(&spec.clusters, "clusters")?;
+            dedup::index::index(storage, &opts, &clusters, &p.stage_config("dedup")?)
+        }
+        Kind::TokenizeTrain => train(
+            storage,
+            &opts,
+            &p.stage_config::<tokenize::Config>("tokenize")?.train,
+            flags.force,
+        ),
+        Kind::TokenizeEncode => {
+            let config: tokenize::Config = p.stage_config("tokenize")?;
+            let url = tokenizer_url(p, spec, &config)?;
+            let loaded = tokenize::Loaded::read(
+                storage,
+                &url,
+                config.encode.encoder,
+                &config.encode.end_of_document,
+            )?;
+            tokenize::encode(storage, &opts, &config.encode, &loaded)
+        }
+    }
+}
+
+/// tokenize.train as a resumable step: done when `_done/train.json` names the same
+/// configuration and the same input listing.
+fn train(
+    storage: &Storage,
+    opts: &RunOptions,
+    config: &tokenize::TrainConfig,
+    force: bool,
+) -> Result<Report> {
+    let listing: Vec<(String, u64, Option<String>)> = storage
+        .list(&opts.input)?
+        .into_iter()
+        .map(|m| (m.relative, m.size, m.etag))
+        .collect();
+    let hash = config_hash("tokenize-train", &(config, &listing));
+    let marker_loc = marker_location(&opts.output, "train");
+    if !force
+        && read_marker(storage, &marker_loc)?.is_some_and(|m| m.config_hash == hash)
+        && storage.exists(&opts.output.join("tokenizer.json"))?
+    {
+        return Ok(Report {
+            skipped: vec!["train".into()],
+            ..Report::default()
+        });
+    }
+    let start = Instant::now();
+    let r = tokenize::train(storage, &opts.input, &opts.output, config)?;
+    pipeline::runner::crash_point();
+    let stats = Stats {
+        docs_in: r.sample_documents,
+        docs_out: r.sample_documents,
+        bytes_in: r.sample_bytes,
+        seconds: start.elapsed().as_secs_f64(),
+        ..Stats::default()
+    };
+    let marker = Marker {
+        step: "tokenize-train".into(),
+        input: opts.input.to_string(),
+        input_size: listing.iter().map(|l| l.1).sum(),
+        input_etag: None,
+        config_hash: hash,
+        outputs: vec!["tokenizer.json".into(), "train.json".into()],
+        stats: stats.clone(),
+    };
+    write_marker(storage, &marker_loc, &marker)?;
+    Ok(Report {
+        processed: vec!["train".into()],
+        stats,
+        ..Report::default()
+    })
+}
+
+/// One step's line of the closing summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StepSummary {
+    pub name: String,
+    pub kind: String,
+    /// Inputs (or units) processed in this run, and skipped as done.
+    pub processed: usize,
+    pub skipped: usize,
+    /// Counters of every marker of the step (this run and earlier ones).
+    pub stats: Stats,
+    /// Tokens written (tokenize.encode).
+    pub tokens: Option<u64>,
+    /// Wall time of this run.
+    pub seconds: f64,
+}
+
+/// Sums the markers below a step's output.
+pub fn marker_stats(storage: &Storage, output: &Location) -> Result<(usize, Stats)> {
+    let markers = list_markers(storage, output)?;
+    let mut stats = Stats::default();
+    for (_, m) in &markers {
+        stats.merge(&m.stats);
+    }
+    Ok((markers.len(), stats))
+}
+
+/// Runs the steps of `p` in order on this machine, each as `tasks` tasks one after
+/// another; `from` starts at a step, `only` runs one.
+pub fn run(
+    storage: &Storage,
+    p: &Pipeline,
+    from: Option<&str>,
+    only: Option<&str>,
+    tasks: Option<usize>,
+    flags: &Flags,
+) -> Result<Vec<StepSummary>> {
+    record_pipeline(storage, p)?;
+    let start = match (from, only) {
+        (Some(f), _) => p.step(f)?.0,
+        (_, Some(o)) => p.step(o)?.0,
+        _ => 0,
+    };
+    let end = match only {
+        Some(o) => p.step(o)?.0 + 1,
+        None => p.steps.len(),
+    };
+    let mut out = Vec::new();
+    for i in start..end {
+        let spec = &p.steps[i];
+        let n = p.tasks_of(i, tasks);
+        let t0 = Instant::now();
+        let mut summary = StepSummary {
+            name: spec.name.clone(),
+            kind: spec
+                .phase
+                .clone()
+                .unwrap_or_else(|| spec.stages.join(" → ")),
+            ..StepSummary::default()
+        };
+        tracing::info!(step = %spec.name, tasks = n, "step starts");
+        for task in 0..n {
+            let r = run_task(storage, p, i, task, n, flags)?;
+            summary.processed += r.processed.len();
+            summary.skipped += r.skipped.len();
+        }
+        summary.seconds = t0.elapsed().as_secs_f64();
+        let output = p.step_output(&spec.name)?;
+        summary.stats = marker_stats(storage, &output)?.1;
+        if spec.kind()? == Kind::TokenizeEncode {
+            summary.tokens = tokenize::read_manifest(storage, &output)
+                .ok()
+                .map(|m| m.tokens);
+        }
+        out.push(summary);
+    }
+    Ok(out)
+}
+
+/// The closing summary table.
+pub fn summary_table(steps: &[StepSummary]) -> String {
+    let mut s = format!(
+        "{:<14} {:<34} {:>7} {:>9} {:>9} {:>10} {:>8} {:>10}\n",
+        "step", "what", "inputs", "docs in", "docs out", "tokens", "wall s", "docs/s"
+    );
+    for st in steps {
+        let tokens = st.tokens.map_or("-".to_string(), |t| t.to_string());
+        let rate = if st.processed > 0 && st.seconds > 0.0 {
+            format!("{:.0}", st.stats.docs_in as f64 / st.seconds)
+        } else {
+            "done".to_string()
+        };
+        s.push_str(&format!(
+            "{:<14} {:<34} {:>7} {:>9} {:>9} {:>10} {:>8.1} {:>10}\n",
+            st.name,
+            truncate(&st.kind, 34),
+            format!("{}+{}", st.processed, st.skipped),
+            st.stats.docs_in,
+            st.stats.docs_out,
+            tokens,
+            st.seconds,
+            rate
+        ));
+        for (reason, n) in &st.stats.drops {
+            s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
+        }
+    }
+    s.push_str("inputs: processed in this run + skipped as done; docs: every input of the step, this run and earlier\n");
+    s
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}

@@ -1,0 +1,301 @@
+//! `mill report`: one self-contained HTML file (inline SVG, no script, no network) with
+//! the funnel of documents through the steps, drop reasons per step, the language
+//! distribution, text-length histograms before and after, dedup cluster sizes and
+//! tokens per shard.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use pipeline::shard::ParquetReader;
+use pipeline::{Location, Result, Storage};
+
+use crate::spec::Kind;
+use crate::status::{StepStatus, status};
+
+/// Documents read at most for the language chart.
+pub const LANGUAGE_SAMPLE: usize = 200_000;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A horizontal bar chart as inline SVG.
+pub fn bar_chart(title: &str, items: &[(String, f64)], unit: &str) -> String {
+    let row = 22.0;
+    let label_w = 230.0;
+    let bar_w = 520.0;
+    let height = 40.0 + row * items.len().max(1) as f64;
+    let max = items.iter().map(|i| i.1).fold(0.0f64, f64::max).max(1e-9);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<figure><figcaption>{}</figcaption><svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" role="img" aria-label="{}">"#,
+        esc(title),
+        label_w + bar_w + 120.0,
+        esc(title)
+    );
+    if items.is_empty() {
+        let _ = write!(s, r#"<text x="10" y="28" class="empty">no data</text>"#);
+    }
+    for (k, (label, value)) in items.iter().enumerate() {
+        let y = 20.0 + row * k as f64;
+        let w = (value / max * bar_w).max(if *value > 0.0 { 1.0 } else { 0.0 });
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text><rect x="{label_w}" y="{y}" width="{w:.1}" height="{}" class="bar"><title>{}: {}</title></rect><text x="{}" y="{}">{}{}</text>"#,
+            label_w - 8.0,
+            y + 15.0,
+            esc(label),
+            row - 6.0,
+            esc(label),
+            value,
+            label_w + w + 6.0,
+            y + 15.0,
+            fmt_num(*value),
+            esc(unit)
+        );
+    }
+    s.push_str("</svg></figure>\n");
+    s
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn bucket_label(k: u8) -> String {
+    if k == 0 {
+        "empty".to_string()
+    } else {
+        // [2^(k-1), 2^k) bytes.
+        format!("{}–{} B", human(1u64 << (k - 1)), human(1u64 << k))
+    }
+}
+
+fn human(n: u64) -> String {
+    match n {
+        0..1024 => n.to_string(),
+        1024..1_048_576 => format!("{}k", n >> 10),
+        _ => format!("{}M", n >> 20),
+    }
+}
+
+/// Writes the report of the run at `run`; returns the HTML.
+pub fn report(storage: &Storage, run: &Location) -> Result<String> {
+    let (p, steps) = status(storage, run)?;
+    let kinds: Vec<Kind> = p.steps.iter().map(|s| s.kind()).collect::<Result<_>>()?;
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tokenmill run report</title><style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}} h1{{font-size:1.5em}} h2{{font-size:1.15em;margin-top:2em}}
+table{{border-collapse:collapse}} td,th{{padding:2px 10px;border-bottom:1px solid #ddd;text-align:right}} td:first-child,th:first-child,td:nth-child(2){{text-align:left}}
+figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{{font:12px system-ui,sans-serif;fill:#333}} .bar{{fill:#3b7dd8}} .empty{{fill:#999}}
+</style></head><body><h1>tokenmill run report</h1><p>run <code>{}</code></p>
+"#,
+        esc(&run.to_string())
+    );
+    html.push_str(&steps_table(&steps));
+
+    // Funnel: documents into the first document step, then out of each.
+    let mut funnel = Vec::new();
+    let doc_steps: Vec<(&StepStatus, Kind)> = steps
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, k)| k.writes_documents())
+        .map(|(s, k)| (s, *k))
+        .collect();
+    if let Some((first, _)) = doc_steps.first() {
+        funnel.push(("input".to_string(), first.stats.docs_in as f64));
+    }
+    for (s, _) in &doc_steps {
+        funnel.push((format!("after {}", s.name), s.stats.docs_out as f64));
+    }
+    html.push_str("<h2>Documents through the steps</h2>\n");
+    html.push_str(&bar_chart(
+        "Funnel: documents kept after each step",
+        &funnel,
+        " docs",
+    ));
+
+    html.push_str("<h2>Drop reasons</h2>\n");
+    for (s, _) in &doc_steps {
+        let items: Vec<(String, f64)> = s
+            .stats
+            .drops
+            .iter()
+            .map(|(r, n)| (r.clone(), *n as f64))
+            .collect();
+        html.push_str(&bar_chart(
+            &format!("Step {}: documents dropped, by reason", s.name),
+            &items,
+            "",
+        ));
+    }
+
+    html.push_str("<h2>Languages</h2>\n");
+    let last_docs = p
+        .steps
+        .iter()
+        .zip(&kinds)
+        .rfind(|(_, k)| k.writes_documents())
+        .map(|(s, _)| s.name.clone());
+    let mut langs: BTreeMap<String, u64> = BTreeMap::new();
+    let mut sampled = 0usize;
+    if let Some(name) = &last_docs {
+        let out = p.step_output(name)?;
+        for meta in storage.list(&out)? {
+            if sampled >= LANGUAGE_SAMPLE {
+                break;
+            }
+            if meta.relative.split('/').any(|x| x.starts_with(['_', '.']))
+                || !meta.relative.ends_with(".parquet")
+            {
+                continue;
+            }
+            let reader = match ParquetReader::open(storage, &meta, "", 8192)? {
+                Ok(r) => r,
+                Err(_) => continue,
+            };
+            for batch in reader {
+                for d in batch?.docs {
+                    *langs
+                        .entry(d.language.unwrap_or_else(|| "unknown".into()))
+                        .or_default() += 1;
+                    sampled += 1;
+                }
+            }
+        }
+    }
+    let mut lang_items: Vec<(String, f64)> =
+        langs.into_iter().map(|(l, n)| (l, n as f64)).collect();
+    lang_items.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    lang_items.truncate(40);
+    html.push_str(&bar_chart(
+        &format!(
+            "Language of the final documents ({}{} documents read)",
+            if sampled >= LANGUAGE_SAMPLE {
+                "first "
+            } else {
+                ""
+            },
+            sampled
+        ),
+        &lang_items,
+        " docs",
+    ));
+
+    html.push_str("<h2>Text length</h2>\n");
+    if let (Some((first, _)), Some((last, _))) = (doc_steps.first(), doc_steps.last()) {
+        let hist = |h: &BTreeMap<u8, u64>| -> Vec<(String, f64)> {
+            h.iter()
+                .map(|(k, n)| (bucket_label(*k), *n as f64))
+                .collect()
+        };
+        html.push_str(&bar_chart(
+            &format!(
+                "Before: text length of the documents step {} looked at (after extraction)",
+                first.name
+            ),
+            &hist(&first.stats.length_in),
+            " docs",
+        ));
+        html.push_str(&bar_chart(
+            &format!(
+                "After: text length of the documents step {} kept",
+                last.name
+            ),
+            &hist(&last.stats.length_out),
+            " docs",
+        ));
+    } else {
+        html.push_str(&bar_chart("Text length", &[], ""));
+    }
+
+    html.push_str("<h2>Dedup clusters</h2>\n");
+    html.push_str(&charts_of(
+        &p,
+        &kinds,
+        Kind::DedupClusters,
+        "dedup",
+        |out| {
+            let s = dedup::clusters::read_summary(storage, out).ok()?;
+            let items = s
+                .sizes
+                .iter()
+                .map(|(size, n)| (format!("{size} documents"), *n as f64));
+            Some(("clusters by size", items.collect(), " clusters"))
+        },
+    )?);
+    html.push_str("<h2>Token shards</h2>\n");
+    html.push_str(&charts_of(
+        &p,
+        &kinds,
+        Kind::TokenizeEncode,
+        "tokenize",
+        |out| {
+            let m = tokenize::read_manifest(storage, out).ok()?;
+            let items = m.shards.iter().map(|s| (s.name.clone(), s.tokens as f64));
+            Some(("tokens per shard", items.collect(), " tokens"))
+        },
+    )?);
+    html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+/// A chart per step of `kind`, from what `read` finds in its output: (what, bars, unit).
+type Chart = (&'static str, Vec<(String, f64)>, &'static str);
+
+fn charts_of(
+    p: &crate::spec::Pipeline,
+    kinds: &[Kind],
+    kind: Kind,
+    stage: &str,
+    read: impl Fn(&Location) -> Option<Chart>,
+) -> Result<String> {
+    let mut html = String::new();
+    for (spec, k) in p.steps.iter().zip(kinds) {
+        if *k != kind {
+            continue;
+        }
+        let (what, items, unit) =
+            read(&p.step_output(&spec.name)?).unwrap_or(("no output yet", Vec::new(), ""));
+        html.push_str(&bar_chart(
+            &format!("Step {}: {what}", spec.name),
+            &items,
+            unit,
+        ));
+    }
+    if html.is_empty() {
+        html = bar_chart(&format!("No {stage} step in this pipeline"), &[], "");
+    }
+    Ok(html)
+}
+
+fn steps_table(steps: &[StepStatus]) -> String {
+    let mut s = String::from(
+        "<table><tr><th>step</th><th>what</th><th>done</th><th>docs in</th><th>docs out</th><th>bytes out</th></tr>\n",
+    );
+    for st in steps {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&st.name),
+            esc(&st.kind),
+            st.done,
+            st.total.map_or("?".to_string(), |t| t.to_string()),
+            st.stats.docs_in,
+            st.stats.docs_out,
+            st.stats.bytes_out
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}

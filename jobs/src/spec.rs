@@ -1,0 +1,358 @@
+//! The pipeline file: input and output, the steps in order, each stage's configuration.
+//!
+//! ```toml
+//! input = "fixtures/warc"          # the first step's input
+//! output = "out/pipeline"          # the run: step `x` writes <output>/x/
+//! tasks = 1                        # tasks per step in `mill run` (--tasks overrides)
+//!
+//! [config.extract]                 # one table per stage, its own TOML schema
+//! dump = "CC-MAIN-2024-10"
+//!
+//! [[step]]
+//! name = "text"
+//! stages = ["extract", "langid", "quality", "toxicity"]   # fused, one pass
+//!
+//! [[step]]
+//! name = "signatures"
+//! phase = "dedup.signatures"       # input: the previous step's output
+//! ```
+//!
+//! A step is a chain of per-document stages fused in one pass (`stages`), or one phase
+//! of a multi-phase stage (`phase`: `dedup.signatures`, `dedup.buckets`,
+//! `dedup.clusters`, `dedup.filter`, `dedup.index`, `tokenize.train`,
+//! `tokenize.encode`). `input` names an earlier step (its output) or an address;
+//! phases that need a second input name it the same way: `clusters` (dedup.filter,
+//! dedup.index), `tokenizer` (tokenize.encode), `against` (dedup.buckets).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use pipeline::{Error, Location, Result, Storage};
+
+/// A parsed pipeline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// The first step's input.
+    pub input: String,
+    /// The run's address; step `x` writes below `<output>/x/`.
+    pub output: String,
+    /// Tasks per step for `mill run` (run one after another on this machine).
+    #[serde(default = "one")]
+    pub tasks: usize,
+    /// Worker threads per task (0: every core).
+    #[serde(default)]
+    pub threads: usize,
+    /// Each stage's configuration, by stage name (`extract`, `langid`, `quality`,
+    /// `toxicity`, `import`, `dedup`, `tokenize`).
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+    /// The steps, in order.
+    #[serde(rename = "step")]
+    pub steps: Vec<StepSpec>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// One step of a pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// Names the step and its output folder.
+    pub name: String,
+    /// Per-document stages fused in one pass, in order.
+    #[serde(default)]
+    pub stages: Vec<String>,
+    /// Or one phase of a multi-phase stage.
+    pub phase: Option<String>,
+    /// An earlier step's name or an address (default: the previous step's output, or
+    /// the pipeline's input for the first step).
+    pub input: Option<String>,
+    /// dedup.filter, dedup.index: the clusters step.
+    pub clusters: Option<String>,
+    /// tokenize.encode: the train step (its tokenizer.json) or a tokenizer address.
+    pub tokenizer: Option<String>,
+    /// dedup.buckets: an index of earlier runs to deduplicate against.
+    pub against: Option<String>,
+    /// Tasks for this step (default: the pipeline's).
+    pub tasks: Option<usize>,
+    /// Keep dropped documents under `_rejected/` (per-document steps).
+    #[serde(default)]
+    pub keep_rejected: bool,
+}
+
+/// What a step runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Chain,
+    DedupSignatures,
+    DedupBuckets,
+    DedupClusters,
+    DedupFilter,
+    DedupIndex,
+    TokenizeTrain,
+    TokenizeEncode,
+}
+
+/// Stages a chain may hold.
+pub const CHAIN_STAGES: &[&str] = &["extract", "import", "langid", "quality", "toxicity"];
+
+impl Kind {
+    /// Whether the step runs once, whatever the task count (task 0 does it).
+    pub fn single_task(self) -> bool {
+        matches!(self, Kind::DedupClusters | Kind::TokenizeTrain)
+    }
+
+    /// Whether the step writes documents (its output is the next step's input).
+    pub fn writes_documents(self) -> bool {
+        matches!(self, Kind::Chain | Kind::DedupFilter)
+    }
+}
+
+impl StepSpec {
+    /// What this step runs.
+    pub fn kind(&self) -> Result<Kind> {
+        let bad = |m: String| Err(Error::Usage(format!("step {}: {m}", self.name)));
+        match (&self.phase, self.stages.is_empty()) {
+            (Some(_), false) => bad("give `stages` or `phase`, not both".into()),
+            (None, true) => bad("give `stages` (a chain) or `phase`".into()),
+            (None, false) => {
+                for s in &self.stages {
+                    if !CHAIN_STAGES.contains(&s.as_str()) {
+                        return bad(format!(
+                            "unknown stage {s:?} (chains hold {CHAIN_STAGES:?})"
+                        ));
+                    }
+                }
+                if self.stages.iter().skip(1).any(|s| s == "extract") {
+                    return bad("extract reads WARC files: it can only start a chain".into());
+                }
+                Ok(Kind::Chain)
+            }
+            (Some(p), true) => Ok(match p.as_str() {
+                "dedup.signatures" => Kind::DedupSignatures,
+                "dedup.buckets" => Kind::DedupBuckets,
+                "dedup.clusters" => Kind::DedupClusters,
+                "dedup.filter" => Kind::DedupFilter,
+                "dedup.index" => Kind::DedupIndex,
+                "tokenize.train" => Kind::TokenizeTrain,
+                "tokenize.encode" => Kind::TokenizeEncode,
+                other => return bad(format!("unknown phase {other:?}")),
+            }),
+        }
+    }
+}
+
+impl Pipeline {
+    /// Reads and checks a pipeline file from any address.
+    pub fn load(storage: &Storage, url: &str) -> Result<Pipeline> {
+        let p: Pipeline = pipeline::cli::load_toml(storage, Some(url))?;
+        p.check().map_err(|e| Error::Config {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(p)
+    }
+
+    /// Parses a pipeline from TOML text.
+    pub fn parse(text: &str) -> Result<Pipeline> {
+        let p: Pipeline = toml::from_str(text).map_err(|e| Error::Config {
+            url: "(pipeline)".into(),
+            message: e.to_string(),
+        })?;
+        p.check()?;
+        Ok(p)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.steps.is_empty() {
+            return Err(Error::Usage("the pipeline has no [[step]]".into()));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for s in &self.steps {
+            if s.name.is_empty()
+                || s.name.starts_with(['_', '.'])
+                || !s
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(Error::Usage(format!(
+                    "step name {:?}: use letters, digits, - and _ (not first)",
+                    s.name
+                )));
+            }
+            if seen.contains(&s.name.as_str()) {
+                return Err(Error::Usage(format!("two steps are named {}", s.name)));
+            }
+            s.kind()?;
+            for r in [&s.input, &s.clusters, &s.tokenizer].into_iter().flatten() {
+                if self.steps.iter().any(|o| &o.name == r) && !seen.contains(&r.as_str()) {
+                    return Err(Error::Usage(format!(
+                        "step {} uses step {r}, which does not come before it",
+                        s.name
+                    )));
+                }
+            }
+            seen.push(&s.name);
+        }
+        for stage in self.config.keys() {
+            if ![
+                "extract", "import", "langid", "quality", "toxicity", "dedup", "tokenize",
+            ]
+            .contains(&stage.as_str())
+            {
+                return Err(Error::Usage(format!("[config.{stage}]: no such stage")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's address.
+    pub fn run_location(&self) -> Result<Location> {
+        Location::parse(&self.output)
+    }
+
+    /// The output folder of step `name`.
+    pub fn step_output(&self, name: &str) -> Result<Location> {
+        Ok(self.run_location()?.join(&format!("{name}/")))
+    }
+
+    /// The step named `name`.
+    pub fn step(&self, name: &str) -> Result<(usize, &StepSpec)> {
+        self.steps
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "no step {name}; the steps are {}",
+                    self.steps
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
+
+    /// Resolves a reference: an earlier step's output, or an address.
+    pub fn resolve(&self, reference: &str) -> Result<Location> {
+        if self.steps.iter().any(|s| s.name == reference) {
+            self.step_output(reference)
+        } else {
+            Location::parse(reference)
+        }
+    }
+
+    /// The input of step `i`.
+    pub fn input_of(&self, i: usize) -> Result<Location> {
+        let s = &self.steps[i];
+        match &s.input {
+            Some(r) => self.resolve(r),
+            None if i == 0 => Location::parse(&self.input),
+            None => {
+                // The previous step that writes documents, or the previous step.
+                let prev = &self.steps[i - 1];
+                self.step_output(&prev.name)
+            }
+        }
+    }
+
+    /// The configuration of `stage`, typed (defaults when the table is absent).
+    pub fn stage_config<C: serde::de::DeserializeOwned>(&self, stage: &str) -> Result<C> {
+        let value = self
+            .config
+            .get(stage)
+            .cloned()
+            .unwrap_or_else(|| toml::Value::Table(toml::map::Map::new()));
+        value
+            .try_into()
+            .map_err(|e: toml::de::Error| Error::Config {
+                url: format!("[config.{stage}]"),
+                message: e.to_string(),
+            })
+    }
+
+    /// Tasks of step `i` (`--tasks` overrides everything).
+    pub fn tasks_of(&self, i: usize, flag: Option<usize>) -> usize {
+        flag.or(self.steps[i].tasks).unwrap_or(self.tasks).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+input = "in/"
+output = "out/run"
+[config.dedup]
+kind = "exact"
+[[step]]
+name = "text"
+stages = ["import", "quality"]
+[[step]]
+name = "sig"
+phase = "dedup.signatures"
+[[step]]
+name = "final"
+phase = "dedup.filter"
+input = "text"
+clusters = "sig"
+"#;
+
+    #[test]
+    fn parses_and_resolves() {
+        let p = Pipeline::parse(GOOD).expect("parse");
+        assert_eq!(p.steps.len(), 3);
+        assert_eq!(
+            p.input_of(0).expect("in").to_string(),
+            Location::parse("in/").expect("l").to_string()
+        );
+        let text = p.step_output("text").expect("out").to_string();
+        assert!(text.contains("out/run/text"), "{text}");
+        assert_eq!(p.input_of(1).expect("in").to_string(), text);
+        assert_eq!(p.input_of(2).expect("in").to_string(), text);
+        let c: dedup::Config = p.stage_config("dedup").expect("config");
+        assert_eq!(c.kind, dedup::Kind::Exact);
+    }
+
+    #[test]
+    fn refuses_mistakes() {
+        for (bad, why) in [
+            (GOOD.replace("dedup.filter", "dedup.nope"), "unknown phase"),
+            (
+                GOOD.replace("[\"import\", \"quality\"]", "[\"quality\", \"extract\"]"),
+                "start a chain",
+            ),
+            (
+                GOOD.replace("name = \"sig\"", "name = \"text\""),
+                "two steps",
+            ),
+            (
+                GOOD.replace(
+                    "clusters = \"sig\"",
+                    "clusters = \"sig\"\ntokenizer = \"final\"",
+                ),
+                "does not come before",
+            ),
+            (
+                GOOD.replace("[config.dedup]", "[config.nope]"),
+                "no such stage",
+            ),
+            (
+                GOOD.replace("kind = \"exact\"", "kind = \"exact\"\nbogus = 1"),
+                "",
+            ),
+        ] {
+            let r = Pipeline::parse(&bad)
+                .and_then(|p| p.stage_config::<dedup::Config>("dedup").map(|_| p));
+            let err = r.expect_err(why).to_string();
+            assert!(err.contains(why), "{err} should say {why}");
+        }
+    }
+}

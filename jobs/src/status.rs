@@ -1,0 +1,181 @@
+//! `mill status`: where a run stands, from its markers alone (disk or S3).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pipeline::marker::{list_markers, list_started};
+use pipeline::{DocumentSource, Location, Result, Source, Stats, Storage};
+
+use crate::exec::PIPELINE_COPY;
+use crate::spec::{Kind, Pipeline};
+
+/// A start note older than this without a marker counts as stalled.
+pub const STALLED_AFTER_SECS: u64 = 3600;
+
+/// Where one step stands.
+#[derive(Debug, Clone, Default)]
+pub struct StepStatus {
+    pub name: String,
+    pub kind: String,
+    /// Inputs (or units) with a marker.
+    pub done: usize,
+    /// Inputs the step has (None: units, whose number the bucket run decides).
+    pub total: Option<usize>,
+    /// Counters summed over the markers.
+    pub stats: Stats,
+    /// Started without a marker: (stem, seconds since the start, host).
+    pub running: Vec<(String, u64, String)>,
+}
+
+impl StepStatus {
+    /// Whether every input is done.
+    pub fn complete(&self) -> bool {
+        self.total.is_some_and(|t| t > 0 && self.done >= t)
+    }
+}
+
+/// Reads the pipeline a run recorded at its root.
+pub fn recorded_pipeline(storage: &Storage, run: &Location) -> Result<Pipeline> {
+    let loc = run.join(PIPELINE_COPY);
+    if !storage.exists(&loc)? {
+        return Err(pipeline::Error::Usage(format!(
+            "{run} is not a tokenmill run (no {PIPELINE_COPY}; `mill run` and `mill step` write it)"
+        )));
+    }
+    Pipeline::load(storage, &loc.to_string())
+}
+
+/// The status of every step of the run at `run`.
+pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepStatus>)> {
+    let p = recorded_pipeline(storage, run)?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for (i, spec) in p.steps.iter().enumerate() {
+        let kind = spec.kind()?;
+        let output = p.step_output(&spec.name)?;
+        let markers = list_markers(storage, &output)?;
+        let mut stats = Stats::default();
+        for (_, m) in &markers {
+            stats.merge(&m.stats);
+        }
+        let total = match kind {
+            Kind::DedupClusters | Kind::TokenizeTrain => Some(1),
+            Kind::DedupBuckets | Kind::DedupIndex => None,
+            Kind::Chain | Kind::DedupSignatures | Kind::DedupFilter | Kind::TokenizeEncode => {
+                Some(count_inputs(storage, &p, i)?)
+            }
+        };
+        let done: Vec<&str> = markers.iter().map(|(s, _)| s.as_str()).collect();
+        let running = list_started(storage, &output)?
+            .into_iter()
+            .filter(|(stem, _)| !done.contains(&stem.as_str()))
+            .map(|(stem, note)| (stem, now.saturating_sub(note.started), note.host))
+            .collect();
+        out.push(StepStatus {
+            name: spec.name.clone(),
+            kind: spec
+                .phase
+                .clone()
+                .unwrap_or_else(|| spec.stages.join(" → ")),
+            done: markers.len(),
+            total,
+            stats,
+            running,
+        });
+    }
+    Ok((p, out))
+}
+
+/// Inputs step `i` reads (0 when its input does not exist yet).
+fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
+    let input = p.input_of(i)?;
+    let spec = &p.steps[i];
+    let warc = spec.stages.first().is_some_and(|s| s == "extract");
+    let extract_source = if warc {
+        Some(extract::WarcSource::new(&p.stage_config("extract")?))
+    } else {
+        None
+    };
+    let docs = DocumentSource::default();
+    let source: &dyn Source = match &extract_source {
+        Some(s) => s,
+        None => &docs,
+    };
+    let listing = match storage.list(&input) {
+        Ok(l) => l,
+        Err(pipeline::Error::NotFound { .. }) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    Ok(listing
+        .iter()
+        .filter(|m| {
+            let rel = if m.relative.is_empty() {
+                m.location.file_name()
+            } else {
+                &m.relative
+            };
+            !rel.split('/').any(|part| part.starts_with(['_', '.'])) && source.stem(rel).is_some()
+        })
+        .count())
+}
+
+/// The status as a text table.
+pub fn render(run: &Location, steps: &[StepStatus]) -> String {
+    let mut s = format!("run {run}\n");
+    s.push_str(&format!(
+        "{:<14} {:<34} {:>11} {:>10} {:>10} {:>12}  state\n",
+        "step", "what", "done/total", "docs in", "docs out", "bytes out"
+    ));
+    for st in steps {
+        let total = st.total.map_or("?".to_string(), |t| t.to_string());
+        let state = if !st.running.is_empty() {
+            let stalled = st
+                .running
+                .iter()
+                .filter(|r| r.1 > STALLED_AFTER_SECS)
+                .count();
+            if stalled > 0 {
+                format!(
+                    "{} running, {stalled} stalled or failed",
+                    st.running.len() - stalled
+                )
+            } else {
+                format!("{} running", st.running.len())
+            }
+        } else if st.complete() {
+            "complete".to_string()
+        } else if st.done == 0 {
+            "not started".to_string()
+        } else if st.total.is_none() {
+            "units done".to_string()
+        } else {
+            "partial".to_string()
+        };
+        s.push_str(&format!(
+            "{:<14} {:<34} {:>11} {:>10} {:>10} {:>12}  {state}\n",
+            st.name,
+            st.kind.chars().take(34).collect::<String>(),
+            format!("{}/{total}", st.done),
+            st.stats.docs_in,
+            st.stats.docs_out,
+            st.stats.bytes_out
+        ));
+        for (reason, n) in &st.stats.drops {
+            s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
+        }
+        for (stem, age, host) in &st.running {
+            let what = if *age > STALLED_AFTER_SECS {
+                "stalled or failed"
+            } else {
+                "running"
+            };
+            s.push_str(&format!(
+                "{:<14}   {what}: {stem} (started {age} s ago on {host})\n",
+                ""
+            ));
+        }
+    }
+    s
+}

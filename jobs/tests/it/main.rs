@@ -1,0 +1,356 @@
+//! Tests of `mill`: the fixture pipeline end to end, kill-and-rerun at several points,
+//! `mill step` as a fleet would call it, status and report (rendered in headless
+//! Chromium), and the whole run on the loopback S3 server.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn model_present() -> bool {
+    let present = root().join(langid::DEFAULT_MODEL).exists();
+    assert!(
+        present || std::env::var_os("CI").is_none(),
+        "CI must fetch lid.176 (scripts/fetch-models.sh)"
+    );
+    if !present {
+        eprintln!("lid.176 missing: test skipped ({})", langid::SETUP_COMMAND);
+    }
+    present
+}
+
+/// The fixture pipeline with its output moved to `output`.
+fn pipeline_at(dir: &Path, output: &str) -> PathBuf {
+    let text =
+        std::fs::read_to_string(root().join("fixtures/pipeline.toml")).expect("fixture pipeline");
+    let text = text.replace(
+        "output = \"out/pipeline\"",
+        &format!("output = \"{output}\""),
+    );
+    assert!(text.contains(output));
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, text).expect("write pipeline");
+    path
+}
+
+fn mill(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mill"));
+    c.current_dir(root())
+        .args(args)
+        .args(["--log-format", "json"]);
+    c
+}
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Token shards and final documents of a run: name → bytes.
+fn outputs(run: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for (dir, ext) in [
+        ("tokens", "bin"),
+        ("tokens", "idx"),
+        ("deduped", "parquet"),
+        ("clusters", "dups"),
+    ] {
+        let Ok(entries) = std::fs::read_dir(run.join(dir)) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.expect("entry").path();
+            if p.extension().is_some_and(|x| x == ext) {
+                out.insert(
+                    format!("{dir}/{}", p.file_name().expect("name").to_string_lossy()),
+                    std::fs::read(&p).expect("read"),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn fixture_pipeline_end_to_end_then_status_and_report() {
+    if !model_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let run = dir.path().join("run");
+    let file = pipeline_at(dir.path(), &run.to_string_lossy());
+    let f = file.to_string_lossy().to_string();
+    let stdout = ok(mill(&["run", &f]).output().expect("mill run"), "mill run");
+    for step in [
+        "text",
+        "signatures",
+        "buckets",
+        "clusters",
+        "deduped",
+        "tokenizer",
+        "tokens",
+    ] {
+        assert!(stdout.contains(step), "summary lacks {step}:\n{stdout}");
+    }
+    assert!(stdout.contains("token shards:"), "{stdout}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("tokens/manifest.json")).expect("manifest"))
+            .expect("json");
+    assert!(
+        manifest["tokens"].as_u64().expect("tokens") > 1000,
+        "{manifest}"
+    );
+    // The text step dropped something with reasons (the fixture crawl has broken and
+    // blocked pages), and kept documents.
+    let again = ok(mill(&["run", &f]).output().expect("rerun"), "rerun");
+    assert!(again.contains("done"), "a rerun skips everything:\n{again}");
+
+    let status = ok(
+        mill(&["status", &run.to_string_lossy()])
+            .output()
+            .expect("status"),
+        "status",
+    );
+    assert!(status.contains("complete"), "{status}");
+    assert!(!status.contains("running"), "{status}");
+    for step in ["text", "deduped", "tokens"] {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(step))
+            .expect("step line");
+        assert!(line.ends_with("complete"), "{line}");
+    }
+
+    let report = dir.path().join("report.html");
+    ok(
+        mill(&[
+            "report",
+            &run.to_string_lossy(),
+            "-o",
+            &report.to_string_lossy(),
+        ])
+        .output()
+        .expect("report"),
+        "report",
+    );
+    let html = std::fs::read_to_string(&report).expect("report");
+    assert!(!html.contains("<script"), "self-contained, no script");
+    assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
+    render_in_chromium(&report);
+}
+
+/// Renders the report in headless Chromium and checks every chart drew bars.
+fn render_in_chromium(report: &Path) {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(chromium) = chromium else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install chromium (Debian package)"
+        );
+        eprintln!("chromium missing: rendering check skipped");
+        return;
+    };
+    let profile = tempfile::tempdir().expect("tmp");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--dump-dom",
+            &format!("file://{}", report.display()),
+        ])
+        .output()
+        .expect("chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "chromium failed: {log}");
+    assert!(!log.contains("Uncaught"), "script errors: {log}");
+    let svgs = dom.matches("<svg").count();
+    assert!(svgs >= 6, "{svgs} charts in the rendered page");
+    // The charts that have data drew bars with a width.
+    for chart in [
+        "Funnel",
+        "Language of the final documents",
+        "Before: text length",
+        "clusters by size",
+        "tokens per shard",
+    ] {
+        let at = dom
+            .find(chart)
+            .unwrap_or_else(|| panic!("chart {chart:?} missing"));
+        let svg = &dom[at..];
+        let end = svg.find("</svg>").expect("svg end");
+        let bars = svg[..end].matches("<rect").count();
+        assert!(bars > 0, "chart {chart:?} drew no bars");
+        assert!(
+            !svg[..end].contains("width=\"0.0\"") || bars > 1,
+            "chart {chart:?}: empty bars"
+        );
+    }
+}
+
+#[test]
+fn killed_runs_resume_to_identical_shards() {
+    if !model_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let clean = dir.path().join("clean");
+    let f = pipeline_at(dir.path(), &clean.to_string_lossy());
+    ok(
+        mill(&["run", &f.to_string_lossy()]).output().expect("run"),
+        "clean run",
+    );
+    let expected = outputs(&clean);
+    assert!(expected.keys().any(|k| k.ends_with(".bin")));
+    // Kill points spread over the run (each input of a per-document step, each bucket
+    // unit, clusters and train count one): the text step, signatures, buckets,
+    // clusters, the filter, train, encode.
+    for k in [2u32, 5, 12, 21, 23, 25, 27] {
+        let d = dir.path().join(format!("k{k}"));
+        std::fs::create_dir_all(&d).expect("dir");
+        let run = d.join("run");
+        let f = pipeline_at(&d, &run.to_string_lossy());
+        let f = f.to_string_lossy().to_string();
+        let crashed = mill(&["run", &f])
+            .env(pipeline::runner::CRASH_AFTER_BATCHES, k.to_string())
+            .output()
+            .expect("run");
+        assert!(
+            !crashed.status.success(),
+            "kill point {k} did not kill the run"
+        );
+        ok(
+            mill(&["run", &f]).output().expect("rerun"),
+            "rerun after the kill",
+        );
+        assert_eq!(outputs(&run), expected, "kill at batch {k}: outputs differ");
+    }
+}
+
+#[test]
+fn steps_as_fleet_tasks_give_the_same_shards() {
+    if !model_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let one = dir.path().join("one");
+    let f1 = pipeline_at(dir.path(), &one.to_string_lossy());
+    ok(
+        mill(&["run", &f1.to_string_lossy()]).output().expect("run"),
+        "run",
+    );
+    let d2 = dir.path().join("fleet");
+    std::fs::create_dir_all(&d2).expect("dir");
+    let fleet = d2.join("run");
+    let f2 = pipeline_at(&d2, &fleet.to_string_lossy());
+    let f2 = f2.to_string_lossy().to_string();
+    for step in [
+        "text",
+        "signatures",
+        "buckets",
+        "clusters",
+        "deduped",
+        "tokenizer",
+        "tokens",
+    ] {
+        for task in 0..3 {
+            let t = task.to_string();
+            let mut c = mill(&["step", &f2, step, "--tasks", "3"]);
+            // The engines' array variable, as a Slurm array job sees it.
+            c.env("SLURM_ARRAY_TASK_ID", &t);
+            ok(
+                c.output().expect("step"),
+                &format!("step {step} task {task}"),
+            );
+        }
+    }
+    assert_eq!(outputs(&fleet), outputs(&one));
+}
+
+#[test]
+fn whole_run_on_s3() {
+    if !model_present() {
+        return;
+    }
+    let Some((storage, endpoint, bucket)) = pipeline::testing::s3_bucket("tm-mill") else {
+        return;
+    };
+    let base = pipeline::Location::parse(&format!("s3://{bucket}/")).expect("address");
+    for entry in std::fs::read_dir(root().join("fixtures/crawl")).expect("fixtures") {
+        let p = entry.expect("entry").path();
+        if p.is_file() {
+            let name = p.file_name().expect("name").to_string_lossy().to_string();
+            storage
+                .put(
+                    &base.join(&format!("crawl/{name}")),
+                    &std::fs::read(&p).expect("read"),
+                )
+                .expect("upload");
+        }
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let run = format!("s3://{bucket}/run");
+    let text = std::fs::read_to_string(pipeline_at(dir.path(), &run)).expect("read");
+    let text = text.replace(
+        "input = \"fixtures/crawl\"",
+        &format!("input = \"s3://{bucket}/crawl/\""),
+    );
+    let f = dir.path().join("s3.toml");
+    std::fs::write(&f, text).expect("write");
+    let f = f.to_string_lossy().to_string();
+    let with_s3 = |args: &[&str]| {
+        let mut c = mill(args);
+        c.env("AWS_ENDPOINT_URL", &endpoint);
+        c.output().expect("mill")
+    };
+    ok(with_s3(&["run", &f]), "mill run on S3");
+    let status = ok(with_s3(&["status", &run]), "status on S3");
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("tokens") && l.ends_with("complete")),
+        "{status}"
+    );
+    let report = format!("s3://{bucket}/report.html");
+    ok(with_s3(&["report", &run, "-o", &report]), "report on S3");
+    let html = storage
+        .read(&pipeline::Location::parse(&report).expect("addr"))
+        .expect("report");
+    assert!(String::from_utf8_lossy(&html).contains("tokens per shard"));
+    // The same shards as on disk.
+    let local = dir.path().join("local");
+    let lf = pipeline_at(dir.path(), &local.to_string_lossy());
+    ok(
+        mill(&["run", &lf.to_string_lossy()]).output().expect("run"),
+        "local run",
+    );
+    let manifest =
+        |bytes: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&bytes).expect("json") };
+    let remote = manifest(
+        storage
+            .read(&base.join("run/tokens/manifest.json"))
+            .expect("manifest"),
+    );
+    let here = manifest(std::fs::read(local.join("tokens/manifest.json")).expect("manifest"));
+    assert_eq!(remote["tokens"], here["tokens"]);
+    assert_eq!(remote["shards"], here["shards"]);
+}
