@@ -247,6 +247,59 @@ fn killed_runs_resume_to_identical_shards() {
 }
 
 #[test]
+fn sigkill_at_random_moments_then_rerun_gives_identical_shards() {
+    if !model_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let clean = dir.path().join("clean");
+    let f = pipeline_at(dir.path(), &clean.to_string_lossy());
+    let start = std::time::Instant::now();
+    ok(
+        mill(&["run", &f.to_string_lossy()]).output().expect("run"),
+        "clean run",
+    );
+    let whole = start.elapsed().as_millis().max(20) as u64;
+    let expected = outputs(&clean);
+    for round in 0..4u64 {
+        let d = dir.path().join(format!("r{round}"));
+        std::fs::create_dir_all(&d).expect("dir");
+        let run = d.join("run");
+        let f = pipeline_at(&d, &run.to_string_lossy())
+            .to_string_lossy()
+            .to_string();
+        let mut child = mill(&["run", &f])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        // A moment somewhere in the run (a seeded choice, different each round).
+        let at = (round * 7919 + fastrand_ms(round)) % whole;
+        std::thread::sleep(std::time::Duration::from_millis(at));
+        let _ = child.kill();
+        let _ = child.wait();
+        ok(
+            mill(&["run", &f]).output().expect("rerun"),
+            "rerun after SIGKILL",
+        );
+        assert_eq!(
+            outputs(&run),
+            expected,
+            "SIGKILL after {at} ms: outputs differ"
+        );
+    }
+}
+
+/// A pseudo-random number of milliseconds from the clock and the round.
+fn fastrand_ms(round: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    (nanos / 1000).wrapping_mul(round + 1)
+}
+
+#[test]
 fn steps_as_fleet_tasks_give_the_same_shards() {
     if !model_present() {
         return;

@@ -54,6 +54,10 @@ pub struct Config {
     /// characters is dropped as `undecodable_text`.
     #[serde(default = "default_max_replaced")]
     pub max_replaced_share: f64,
+    /// Lines of the main text whose link text is more than this share of their text
+    /// are dropped (menus and tag clouds that escaped the boilerplate rules).
+    #[serde(default = "default_max_link_density")]
+    pub max_link_density: f64,
     /// URL filtering (RefinedWeb's first step).
     #[serde(default)]
     pub url_filter: UrlFilterConfig,
@@ -64,6 +68,10 @@ pub struct Config {
 
 fn default_max_page_bytes() -> usize {
     10 << 20
+}
+
+fn default_max_link_density() -> f64 {
+    extract::Options::default().max_link_density
 }
 
 fn default_max_tags() -> usize {
@@ -85,6 +93,7 @@ impl Default for Config {
             max_page_bytes: default_max_page_bytes(),
             max_tags: default_max_tags(),
             max_replaced_share: default_max_replaced(),
+            max_link_density: default_max_link_density(),
             url_filter: UrlFilterConfig::default(),
             row_group_bytes: default_row_group_bytes(),
         }
@@ -298,7 +307,10 @@ impl Extract {
             max_page_bytes: config.max_page_bytes,
             max_tags: config.max_tags,
             max_replaced_share: config.max_replaced_share,
-            options: extract::Options::default(),
+            options: extract::Options {
+                max_link_density: config.max_link_density,
+                ..extract::Options::default()
+            },
         }
     }
 
