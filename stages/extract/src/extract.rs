@@ -13,7 +13,9 @@
 //! 3. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
 //! 4. A line whose text is mostly link text is dropped (menus and tag clouds that
-//!    escaped rule 1).
+//!    escaped rule 1), unless the page is a link index: when the dropped lines hold
+//!    over `link_index_ratio` times the text of the rest, they are the content
+//!    (tables of contents, indexes of terms) and are kept, as trafilatura keeps them.
 
 use crate::html::{BOILER, CONTENT, Event, HIDDEN, Kind, Page, SEMANTIC_BOILER};
 
@@ -28,6 +30,11 @@ pub struct Options {
     pub container_share: f64,
     /// Lines whose link text exceeds this share of their text are dropped.
     pub max_link_density: f64,
+    /// When the text of the lines dropped for their links is more than this many times
+    /// the text kept, the page is a link index (a table of contents, an index of
+    /// terms): it is rendered again with its link lines, as trafilatura keeps them
+    /// (when those lines hold at least 200 non-space bytes).
+    pub link_index_ratio: f64,
 }
 
 impl Default for Options {
@@ -36,6 +43,7 @@ impl Default for Options {
             wrapper_share: 0.5,
             container_share: 0.25,
             max_link_density: 0.5,
+            link_index_ratio: 4.0,
         }
     }
 }
@@ -159,6 +167,11 @@ struct Lines<'a> {
     opts: &'a Options,
     /// Cells on the line so far (for " | " between cells).
     cells: usize,
+    /// Non-space bytes of the lines written, and of the lines dropped for their links.
+    kept: usize,
+    dropped: usize,
+    /// Keep link-heavy lines too.
+    keep_links: bool,
     /// The line is preformatted: keep its leading whitespace.
     indent: bool,
 }
@@ -168,9 +181,14 @@ impl Lines<'_> {
         let line = self.line.trim_end();
         // Table rows are kept whatever their links, as the reference extractor keeps
         // tables; other lines must be mostly text.
-        let text_enough = self.cells > 0
+        let text_enough = self.keep_links
+            || self.cells > 0
             || (self.linked as f64) <= self.opts.max_link_density * self.solid as f64;
+        if !text_enough {
+            self.dropped += self.solid;
+        }
         if self.solid > 0 && text_enough {
+            self.kept += self.solid;
             if !self.out.is_empty() {
                 self.out.push('\n');
             }
@@ -231,7 +249,26 @@ impl Lines<'_> {
     }
 }
 
+/// Link text a page must drop before it can count as a link index (a menu of a few
+/// links beside no text is boilerplate, not an index).
+const LINK_INDEX_MIN: usize = 200;
+
 fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options) -> String {
+    let (text, kept, dropped) = render_lines(page, from, to, removed, opts, false);
+    if dropped >= LINK_INDEX_MIN && dropped as f64 > opts.link_index_ratio * kept as f64 {
+        return render_lines(page, from, to, removed, opts, true).0;
+    }
+    text
+}
+
+fn render_lines(
+    page: &Page,
+    from: usize,
+    to: usize,
+    removed: &[bool],
+    opts: &Options,
+    keep_links: bool,
+) -> (String, usize, usize) {
     let mut lines = Lines {
         out: String::new(),
         line: String::new(),
@@ -241,6 +278,9 @@ fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options)
         opts,
         cells: 0,
         indent: false,
+        kept: 0,
+        dropped: 0,
+        keep_links,
     };
     let mut pre = 0u32;
     let mut i = from;
@@ -291,7 +331,7 @@ fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options)
         i += 1;
     }
     lines.flush();
-    lines.out
+    (lines.out, lines.kept, lines.dropped)
 }
 
 #[cfg(test)]
@@ -331,6 +371,29 @@ mod tests {
         assert_eq!(
             text(html),
             "Real text of the page, long enough to matter here."
+        );
+    }
+
+    #[test]
+    fn link_indexes_keep_their_links() {
+        // A table of contents: nearly all of the page is links, so they are the content.
+        let mut html = String::from("<body><h1>Table of Contents</h1><ul>");
+        for k in 1..=20 {
+            html.push_str(&format!(
+                r#"<li><a href="/ch{k}">Chapter {k}: working with the pipeline</a></li>"#
+            ));
+        }
+        html.push_str("</ul></body>");
+        let got = text(&html);
+        assert!(
+            got.starts_with("Table of Contents\n- Chapter 1: working"),
+            "{got}"
+        );
+        assert_eq!(got.lines().count(), 21);
+        // A few menu links beside no text stay out.
+        assert_eq!(
+            text(r#"<body><p><a href="/">Home</a> <a href="/a">About</a></p></body>"#),
+            ""
         );
     }
 

@@ -58,6 +58,10 @@ pub struct Config {
     /// are dropped (menus and tag clouds that escaped the boilerplate rules).
     #[serde(default = "default_max_link_density")]
     pub max_link_density: f64,
+    /// A page whose link-heavy lines hold more than this many times the text of the
+    /// rest is a link index (table of contents, index of terms): its links are kept.
+    #[serde(default = "default_link_index_ratio")]
+    pub link_index_ratio: f64,
     /// URL filtering (RefinedWeb's first step).
     #[serde(default)]
     pub url_filter: UrlFilterConfig,
@@ -72,6 +76,10 @@ fn default_max_page_bytes() -> usize {
 
 fn default_max_link_density() -> f64 {
     extract::Options::default().max_link_density
+}
+
+fn default_link_index_ratio() -> f64 {
+    extract::Options::default().link_index_ratio
 }
 
 fn default_max_tags() -> usize {
@@ -94,6 +102,7 @@ impl Default for Config {
             max_tags: default_max_tags(),
             max_replaced_share: default_max_replaced(),
             max_link_density: default_max_link_density(),
+            link_index_ratio: default_link_index_ratio(),
             url_filter: UrlFilterConfig::default(),
             row_group_bytes: default_row_group_bytes(),
         }
@@ -309,6 +318,7 @@ impl Extract {
             max_replaced_share: config.max_replaced_share,
             options: extract::Options {
                 max_link_density: config.max_link_density,
+                link_index_ratio: config.link_index_ratio,
                 ..extract::Options::default()
             },
         }
