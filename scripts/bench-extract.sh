@@ -66,4 +66,4 @@ python3 scripts/extract_compare.py "$corpus/trafilatura.jsonl" "$work/ours" "$co
 echo
 echo "== against trafilatura page by page (deduplicate=False)"
 python3 scripts/extract_compare.py "$corpus/trafilatura-per-page.jsonl" "$work/ours" "$corpus/manifest.jsonl" \
-  --other "resiliparse=$work/resiliparse.jsonl" --worst 15
+  --other "resiliparse=$work/resiliparse.jsonl" --worst 15 --by-package

@@ -140,6 +140,30 @@ def print_table(title, summary):
     print()
 
 
+def print_packages(rows, pages):
+    """Scores per package (the first path component of the page's URL), the packages that
+    lose the most F1 first, then the corpus with and without LibreOffice help (whose
+    pages trafilatura often reduces to a few sentences, or to nothing)."""
+    groups = defaultdict(list)
+    for r, p in zip(rows, pages):
+        parts = (p.get("url") or "").split("/")
+        groups[parts[3] if len(parts) > 3 else "?"].append(r)
+    print(f"{'package':<32}{'pages':>7}{'F1':>8}{'P':>8}{'R':>8}{'F1 lost':>9}")
+    ranked = sorted(groups.items(), key=lambda kv: -sum(1 - r["f1"] for r in kv[1]))
+    for name, rs in ranked[:20]:
+        s = stats(rs)
+        print(f"{name[:31]:<32}{s['pages']:>7}{s['f1']:>8.3f}{s['precision']:>8.3f}{s['recall']:>8.3f}"
+              f"{sum(1 - r['f1'] for r in rs):>9.0f}")
+    lo = [r for r, p in zip(rows, pages) if "/libreoffice-help-" in (p.get("url") or "")]
+    rest = [r for r, p in zip(rows, pages) if "/libreoffice-help-" not in (p.get("url") or "")]
+    for name, rs in (("LibreOffice help", lo), ("all other packages", rest)):
+        if rs:
+            s = stats(rs)
+            print(f"{name:<32}{s['pages']:>7}{s['f1']:>8.3f}{s['precision']:>8.3f}{s['recall']:>8.3f}"
+                  f"   (reference empty on {s['ref_empty']})")
+    print()
+
+
 def sample(counter, k=8):
     return " ".join(w for w, _ in counter.most_common(k))
 
@@ -152,6 +176,8 @@ def main():
     ap.add_argument("--other", action="append", default=[], metavar="NAME=FILE.jsonl")
     ap.add_argument("--worst", type=int, default=15)
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--by-package", action="store_true",
+                    help="also score per documentation package, and with and without LibreOffice help")
     args = ap.parse_args()
 
     ref, ref_errors = read_jsonl(args.reference)
@@ -171,6 +197,8 @@ def main():
     rows = evaluate(pages, ref, ours, keep_tokens=True)
     result = {"pages": len(pages), "unscored": unscored, "ours": summarize(rows), "others": {}}
     print_table(f"ours vs {Path(args.reference).name}", result["ours"])
+    if args.by_package:
+        print_packages(rows, pages)
     for spec in args.other:
         name, path = spec.split("=", 1)
         other, _ = read_jsonl(path)
