@@ -9,7 +9,6 @@ use std::process::Command;
 use dedup::buckets::{MergeInput, merge_unit, pairs};
 use dedup::runs::{Entry, Layout, RunWriter, SectionReader, read_header, slots};
 use dedup::{Config, Kind};
-use pipeline::storage::S3Options;
 use pipeline::testing::{Conformance, check, snapshot};
 use pipeline::{Location, RunOptions, Storage};
 use proptest::prelude::*;
@@ -674,5 +673,4 @@ fn all_phases_on_s3() {
         remote.iter().map(|d| &d.id).collect::<Vec<_>>(),
         local.iter().map(|d| &d.id).collect::<Vec<_>>()
     );
-    let _ = S3Options::default();
 }

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use pipeline::storage::S3Options;
 use pipeline::testing::snapshot;
 use pipeline::{Location, RunOptions, Storage};
 use tokenize::merge::{gather, scatter};
@@ -500,24 +499,10 @@ fn python_tokenizers_and_transformers_agree() {
 
 #[test]
 fn train_encode_read_back_on_s3() {
-    let endpoint = match std::env::var("TOKENMILL_TEST_S3_ENDPOINT") {
-        Ok(e) if !e.is_empty() => e,
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run the S3 tests: set TOKENMILL_TEST_S3_ENDPOINT (scripts/test.sh does)"
-            );
-            eprintln!("TOKENMILL_TEST_S3_ENDPOINT unset: S3 test skipped");
-            return;
-        }
+    let Some((storage, endpoint, bucket)) = pipeline::testing::s3_bucket("tm-tokenize") else {
+        return;
     };
-    let storage = Storage::with_options(S3Options {
-        endpoint: Some(endpoint.clone()),
-        ..S3Options::default()
-    });
-    let bucket = format!("tm-tokenize-{}-{}", std::process::id(), fastrand::u32(..));
     let base = Location::parse(&format!("s3://{bucket}/")).expect("address");
-    storage.create_bucket(&base).expect("bucket");
     for entry in std::fs::read_dir(docs_dir()).expect("fixtures") {
         let path = entry.expect("entry").path();
         let name = path
