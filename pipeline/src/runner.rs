@@ -319,6 +319,20 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
         storage,
         opts,
     )?;
+    process_planned(&step.name, plan, opts, |p, progress| {
+        process_input(step, storage, opts, p, progress)
+    })
+}
+
+/// Runs `process` on every input of `plan` on the run's worker pool, with a progress
+/// display, and sums what they report (the skipped inputs listed too). Nothing runs on
+/// a dry run.
+pub fn process_planned(
+    step_name: &str,
+    plan: Plan,
+    opts: &RunOptions,
+    process: impl Fn(&Planned, &Progress) -> Result<Stats> + Sync,
+) -> Result<Report> {
     let mut report = Report {
         skipped: plan.skipped,
         ..Report::default()
@@ -327,14 +341,13 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
         return Ok(report);
     }
     let todo = plan.todo;
-
     let pool = pool(opts.threads)?;
     let total_bytes = todo.iter().map(|p| p.meta.size).sum();
-    let progress = Progress::start(&step.name, todo.len() as u64, total_bytes, opts.progress);
+    let progress = Progress::start(step_name, todo.len() as u64, total_bytes, opts.progress);
     let results: Vec<Result<Stats>> = pool.install(|| {
         todo.par_iter()
             .map(|p| {
-                let stats = process_input(step, storage, opts, p, &progress)?;
+                let stats = process(p, &progress)?;
                 progress.file_done(p.meta.size);
                 Ok(stats)
             })
@@ -342,8 +355,7 @@ pub fn run(step: &Step, storage: &Storage, opts: &RunOptions) -> Result<Report> 
     });
     progress.finish();
     for (p, result) in todo.iter().zip(results) {
-        let stats = result?;
-        report.stats.merge(&stats);
+        report.stats.merge(&result?);
         report.processed.push(p.relative.clone());
     }
     Ok(report)

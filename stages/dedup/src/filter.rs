@@ -15,18 +15,13 @@ use crate::{Config, Kind};
 /// Step name in markers.
 pub const STEP: &str = "dedup-filter";
 
-/// The filter over all inputs: binds to each input's removal list.
+/// The filter: over all inputs it only binds itself to each input's removal list
+/// (`dups`); bound, it drops the listed rows.
 #[derive(Debug)]
 pub struct DedupFilter {
     kind: Kind,
     clusters: Location,
-}
-
-/// The filter bound to one input.
-#[derive(Debug)]
-struct Bound {
-    kind: Kind,
-    dups: Dups,
+    dups: Option<Dups>,
 }
 
 impl Stage for DedupFilter {
@@ -42,49 +37,35 @@ impl Stage for DedupFilter {
     }
 
     fn process(&self, _doc: &mut Document) -> Verdict {
-        // Rows are needed: the runner calls `for_input` and then `process_row` on the
-        // bound stage. Reaching this means a caller skipped binding.
-        Verdict::Drop("unbound_dedup_filter")
-    }
-
-    fn for_input(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn Stage>>> {
-        let dups = read_dups(storage, &self.clusters, &input.stem)?;
-        Ok(Some(Box::new(Bound {
-            kind: self.kind,
-            dups,
-        })))
-    }
-}
-
-impl Stage for Bound {
-    fn name(&self) -> &'static str {
-        "dedup-filter"
-    }
-
-    fn columns(&self) -> Vec<Column> {
-        vec![Column {
-            name: self.kind.size_column(),
-            kind: ColumnKind::I64,
-        }]
-    }
-
-    fn process(&self, _doc: &mut Document) -> Verdict {
+        // Rows are needed: the runner calls `for_input`, then `process_row` on the bound
+        // stage. Reaching this means a caller skipped binding.
         Verdict::Drop("unbound_dedup_filter")
     }
 
     fn process_row(&self, doc: &mut Document, row: u64) -> Verdict {
+        let Some(dups) = &self.dups else {
+            return Verdict::Drop("unbound_dedup_filter");
+        };
         let Ok(row) = u32::try_from(row) else {
             return Verdict::Drop(self.kind.reason());
         };
-        if self.dups.removed.binary_search(&row).is_ok() {
+        if dups.removed.binary_search(&row).is_ok() {
             return Verdict::Drop(self.kind.reason());
         }
-        let size = match self.dups.keepers.binary_search_by_key(&row, |k| k.0) {
-            Ok(i) => self.dups.keepers[i].1 as i64,
+        let size = match dups.keepers.binary_search_by_key(&row, |k| k.0) {
+            Ok(i) => dups.keepers[i].1 as i64,
             Err(_) => 1,
         };
         doc.annotate(self.kind.size_column(), Value::I64(size));
         Verdict::Keep
+    }
+
+    fn for_input(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn Stage>>> {
+        Ok(Some(Box::new(DedupFilter {
+            kind: self.kind,
+            clusters: self.clusters.clone(),
+            dups: Some(read_dups(storage, &self.clusters, &input.stem)?),
+        })))
     }
 }
 
@@ -106,6 +87,7 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
         stages: vec![Box::new(DedupFilter {
             kind: config.kind,
             clusters: loc,
+            dups: None,
         })],
         source: Box::new(crate::signatures::source(config)),
         config_hash: config_hash(STEP, &(config.kind, &marker.config_hash)),

@@ -42,33 +42,10 @@ pub fn signatures(storage: &Storage, opts: &RunOptions, config: &Config) -> Resu
     let source = source(config);
     let hash = hash(config);
     let plan = pipeline::plan(STEP, &source, &hash, storage, opts)?;
-    let mut report = Report {
-        skipped: plan.skipped.clone(),
-        ..Report::default()
-    };
-    if opts.dry_run {
-        return Ok(report);
-    }
     let hasher = MinHasher::new(config.bands, config.rows, config.seed);
-    let pool = pipeline::runner::pool(opts.threads)?;
-    let total = plan.todo.iter().map(|p| p.meta.size).sum();
-    let progress = Progress::start(STEP, plan.todo.len() as u64, total, opts.progress);
-    let results: Vec<Result<Stats>> = pool.install(|| {
-        plan.todo
-            .par_iter()
-            .map(|p| {
-                let s = sign_input(storage, opts, config, &hasher, &source, &hash, p, &progress)?;
-                progress.file_done(p.meta.size);
-                Ok(s)
-            })
-            .collect()
-    });
-    progress.finish();
-    for (p, r) in plan.todo.iter().zip(results) {
-        report.stats.merge(&r?);
-        report.processed.push(p.relative.clone());
-    }
-    Ok(report)
+    pipeline::runner::process_planned(STEP, plan, opts, |p, progress| {
+        sign_input(storage, opts, config, &hasher, &source, &hash, p, progress)
+    })
 }
 
 /// The entries of one document: one per section, or none.

@@ -359,39 +359,17 @@ pub fn encode(
     };
     let hash = encode_hash(config, tokenizer);
     let plan = pipeline::plan("tokenize-encode", &source, &hash, storage, opts)?;
-    let mut report = Report {
-        skipped: plan.skipped.clone(),
-        ..Report::default()
-    };
+    let listed = plan.listed;
+    let report =
+        pipeline::runner::process_planned("tokenize-encode", plan, opts, |p, progress| {
+            encode_input(
+                storage, opts, config, tokenizer, &source, &hash, p, progress,
+            )
+        })?;
     if opts.dry_run {
         return Ok(report);
     }
-    let pool = pipeline::runner::pool(opts.threads)?;
-    let total_bytes = plan.todo.iter().map(|p| p.meta.size).sum();
-    let progress = Progress::start(
-        "tokenize-encode",
-        plan.todo.len() as u64,
-        total_bytes,
-        opts.progress,
-    );
-    let results: Vec<Result<Stats>> = pool.install(|| {
-        plan.todo
-            .par_iter()
-            .map(|p| {
-                let stats = encode_input(
-                    storage, opts, config, tokenizer, &source, &hash, p, &progress,
-                )?;
-                progress.file_done(p.meta.size);
-                Ok(stats)
-            })
-            .collect()
-    });
-    progress.finish();
-    for (p, result) in plan.todo.iter().zip(results) {
-        report.stats.merge(&result?);
-        report.processed.push(p.relative.clone());
-    }
-    write_manifest_if_complete(storage, &opts.output, &hash, plan.listed, config, tokenizer)?;
+    write_manifest_if_complete(storage, &opts.output, &hash, listed, config, tokenizer)?;
     Ok(report)
 }
 
