@@ -32,7 +32,6 @@ import gzip
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys

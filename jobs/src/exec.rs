@@ -256,14 +256,18 @@ pub struct StepSummary {
     pub seconds: f64,
 }
 
-/// Sums the markers below a step's output.
-pub fn marker_stats(storage: &Storage, output: &Location) -> Result<(usize, Stats)> {
-    let markers = list_markers(storage, output)?;
+/// The stems with a marker below a step's output, and their counters summed.
+pub fn marker_stats(
+    storage: &Storage,
+    output: &Location,
+) -> Result<(std::collections::BTreeSet<String>, Stats)> {
     let mut stats = Stats::default();
-    for (_, m) in &markers {
+    let mut stems = std::collections::BTreeSet::new();
+    for (stem, m) in list_markers(storage, output)? {
         stats.merge(&m.stats);
+        stems.insert(stem);
     }
-    Ok((markers.len(), stats))
+    Ok((stems, stats))
 }
 
 /// Runs the steps of `p` in order on this machine, each as `tasks` tasks one after

@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pipeline::marker::{list_markers, list_started};
+use pipeline::marker::list_started;
 use pipeline::{DocumentSource, Location, Result, Source, Stats, Storage};
 
 use crate::exec::PIPELINE_COPY;
@@ -55,11 +55,7 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
     for (i, spec) in p.steps.iter().enumerate() {
         let kind = spec.kind()?;
         let output = p.step_output(&spec.name)?;
-        let markers = list_markers(storage, &output)?;
-        let mut stats = Stats::default();
-        for (_, m) in &markers {
-            stats.merge(&m.stats);
-        }
+        let (done, stats) = crate::exec::marker_stats(storage, &output)?;
         let total = match kind {
             Kind::DedupClusters | Kind::TokenizeTrain => Some(1),
             Kind::DedupBuckets | Kind::DedupIndex => None,
@@ -67,10 +63,9 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
                 Some(count_inputs(storage, &p, i)?)
             }
         };
-        let done: Vec<&str> = markers.iter().map(|(s, _)| s.as_str()).collect();
         let running = list_started(storage, &output)?
             .into_iter()
-            .filter(|(stem, _)| !done.contains(&stem.as_str()))
+            .filter(|(stem, _)| !done.contains(stem))
             .map(|(stem, note)| (stem, now.saturating_sub(note.started), note.host))
             .collect();
         out.push(StepStatus {
@@ -79,7 +74,7 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
                 .phase
                 .clone()
                 .unwrap_or_else(|| spec.stages.join(" → ")),
-            done: markers.len(),
+            done: done.len(),
             total,
             stats,
             running,

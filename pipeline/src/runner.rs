@@ -385,12 +385,7 @@ fn process_input(
 
     for batch in step.source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
-        for (reason, n) in &batch.drops {
-            stats.drop_n(reason, *n);
-        }
-        if let Some(problem) = &batch.problem {
-            tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
-        }
+        batch.count_drops(&mut stats, &p.meta.location);
         let mut docs = batch.docs;
         let verdicts: Vec<Verdict> = docs
             .par_iter_mut()

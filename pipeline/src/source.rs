@@ -27,6 +27,17 @@ pub struct DocBatch {
 }
 
 impl DocBatch {
+    /// Counts the records of this batch that could not become documents into `stats`,
+    /// and logs the problem that ended the input early, if any.
+    pub fn count_drops(&self, stats: &mut crate::stats::Stats, input: &crate::storage::Location) {
+        for (reason, n) in &self.drops {
+            stats.drop_n(reason, *n);
+        }
+        if let Some(problem) = &self.problem {
+            tracing::warn!(input = %input, %problem, reasons = ?self.drops, "bad input");
+        }
+    }
+
     /// A batch saying `records` records (at least one) of the input are unreadable.
     pub fn corrupt(reason: &'static str, records: u64, detail: &str) -> Self {
         DocBatch {

@@ -115,12 +115,7 @@ fn sign_input(
     let mut rows: u64 = 0;
     for batch in source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
-        for (reason, n) in &batch.drops {
-            stats.drop_n(reason, *n);
-        }
-        if let Some(problem) = &batch.problem {
-            tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
-        }
+        batch.count_drops(&mut stats, &p.meta.location);
         if rows + batch.docs.len() as u64 > u32::MAX as u64 {
             return Err(pipeline::Error::Usage(format!(
                 "{}: more than {} documents in one input; split the file",

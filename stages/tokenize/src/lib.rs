@@ -408,12 +408,7 @@ fn encode_input(
 
     for batch in source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
-        for (reason, n) in &batch.drops {
-            stats.drop_n(reason, *n);
-        }
-        if let Some(problem) = &batch.problem {
-            tracing::warn!(input = %p.meta.location, %problem, reasons = ?batch.drops, "bad input");
-        }
+        batch.count_drops(&mut stats, &p.meta.location);
         let mut docs = batch.docs;
         let encoded: Vec<std::result::Result<Vec<u32>, &'static str>> = docs
             .par_iter()
