@@ -1,23 +1,32 @@
-//! Main text from a parsed page: boilerplate subtrees removed, the main-content
-//! container chosen, blocks rendered as lines, link-heavy blocks dropped.
+//! Main text from a parsed page: boilerplate subtrees removed, the extraction root
+//! chosen, blocks rendered as lines, link-heavy lines dropped.
 //!
 //! The rules, in order:
-//! 1. Dropped with their content: script/style/form controls/embeds, `nav`, `aside`,
-//!    `footer`, `menu`, hidden elements (`hidden`, `aria-hidden`, `display:none`), and
-//!    elements whose class, id or ARIA role names boilerplate (navigation, menus,
-//!    comments, share buttons, cookie banners, ads, related links, …) — unless such an
-//!    element holds most of the page's text, which means it is a page-wide wrapper.
-//! 2. Main container: among `article`, `main`, `role=main`, `itemprop=articleBody` and
-//!    elements whose class/id says content/article/post/entry, the one with the most
-//!    clean text, when it holds a fair share of the body's clean text; else the body.
-//! 3. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
+//! 1. Removed with their content: scripts, styles, form controls, embeds; hidden
+//!    elements (`hidden`, `aria-hidden`, `display:none`, hide classes) unless they hold
+//!    most of the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`),
+//!    ARIA role or class/id words (see [`crate::classes`]) name a boilerplate group;
+//!    per-post chrome of threads (user cards, signatures, votes).
+//! 2. Guards: shares are measured in the text outside links that the next more lenient
+//!    pass keeps, so menus do not dilute them. A class-marked element holding more than
+//!    `wrapper_share` of that text is a wrapper and stays; so does a class group whose
+//!    elements together hold that much (the posts of a thread are `comment`s, a
+//!    script-rendered page lives in `<noscript>`), except dialogs and consent banners.
+//! 3. Root: the largest content-marked element (`article`, `main`, `itemprop=articleBody`,
+//!    content classes) holding at least `container_share` of the text, or its parent
+//!    when it is one of a run of such siblings (posts), else the body; then down into
+//!    any child holding `dominant_share` of the text (unnamed headers, promo strips and
+//!    footers beside the content fall away).
+//! 4. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
-//! 4. A line whose text is mostly link text is dropped (menus and tag clouds that
-//!    escaped rule 1), unless the page is a link index: when the dropped lines hold
-//!    over `link_index_ratio` times the text of the rest, they are the content
-//!    (tables of contents, indexes of terms) and are kept, as trafilatura keeps them.
+//! 5. A line whose text is mostly link text is dropped, unless the page is a link
+//!    index (tables of contents, indexes of terms), which is kept whole.
+//! 6. Fallback: while the text is under 250 bytes, the page is extracted again without
+//!    the class/id rules, then without the tag rules; when even that is empty, the
+//!    densest block of text outside links is taken. A page is empty only when it has
+//!    no text outside links at all.
 
-use crate::html::{BOILER, CONTENT, Event, HIDDEN, Kind, Page, SEMANTIC_BOILER};
+use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEMANTIC};
 
 /// Extraction settings.
 #[derive(Debug, Clone)]
@@ -35,78 +44,174 @@ pub struct Options {
     /// terms): it is rendered again with its link lines, as trafilatura keeps them
     /// (when those lines hold at least 200 non-space bytes).
     pub link_index_ratio: f64,
+    /// The extraction root goes down into a child holding at least this share of its
+    /// clean text.
+    pub dominant_share: f64,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             wrapper_share: 0.5,
-            container_share: 0.25,
+            container_share: 0.4,
             max_link_density: 0.5,
             link_index_ratio: 4.0,
+            dominant_share: 0.9,
         }
     }
 }
 
-/// Below this many bytes the result of the strict pass is compared with a pass that
-/// ignores class/id rules (trafilatura's MIN_EXTRACTED_SIZE is the same 250).
+/// Below this many bytes the result of a pass is compared with the next, more
+/// lenient pass (trafilatura's MIN_EXTRACTED_SIZE is the same 250).
 const RECOVER_BELOW: usize = 250;
 
-/// The main text of a page ("" when there is none). When the class/id boilerplate rules
-/// leave almost nothing, they were wrong for this page (a site that names its content
-/// `textshared…`, say): the page is extracted again without them, and that text wins
-/// when it is over twice as long, as trafilatura falls back to a second extractor.
-pub fn main_text(page: &Page, opts: &Options) -> String {
-    let text = extract_pass(page, opts, true);
-    if text.len() >= RECOVER_BELOW {
-        return text;
-    }
-    let relaxed = extract_pass(page, opts, false);
-    if relaxed.len() > 2 * text.len() {
-        relaxed
-    } else {
-        text
-    }
+/// How much of the page's rules a pass applies. Each level drops one family of rules,
+/// so that a rule that is wrong for a page (a class name that reads as boilerplate on
+/// the element holding everything, a page built of `<header>`s) cannot empty it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    /// Class, id, role and tag rules.
+    All,
+    /// Tag and role rules only (`nav`, `footer`, `aside`, `role=navigation`, …).
+    Structural,
+    /// Only what is never text: scripts, styles, hidden elements.
+    Bare,
 }
 
-fn extract_pass(page: &Page, opts: &Options, class_rules: bool) -> String {
-    let n = page.nodes.len();
-    if n == 0 {
-        return render(page, 0, page.events.len(), &[], opts);
+/// The main text of a page ("" only when the page has no text at all). The passes run
+/// from the strictest down while the text is short; a more lenient pass wins when it
+/// gives over twice as much text, and when every pass is empty, the densest block of
+/// text is taken.
+pub fn main_text(page: &Page, opts: &Options) -> String {
+    let mut best = String::new();
+    for level in [Level::All, Level::Structural, Level::Bare] {
+        let text = extract_pass(page, opts, level);
+        if best.is_empty() || text.len() > 2 * best.len() {
+            best = text;
+        }
+        if best.len() >= RECOVER_BELOW {
+            return best;
+        }
     }
-    // Raw text per subtree (children have larger ids than their parents).
+    if best.trim().is_empty() {
+        return densest_block(page, opts);
+    }
+    best
+}
+
+/// The page's title: its `og:title`, else its `<title>`, else the text of its first
+/// `<h1>` (whitespace folded; `None` when all are empty).
+pub fn title(page: &Page) -> Option<String> {
+    if let Some(t) = page.og_title.as_ref().or(page.title.as_ref()) {
+        return Some(t.clone());
+    }
+    let h1 = page.nodes.iter().position(|n| n.name == crate::html::H1)?;
+    let node = &page.nodes[h1];
+    let mut words = Vec::new();
+    for e in &page.events[node.open as usize..(node.close as usize).min(page.events.len())] {
+        if let Event::Text { start, end, .. } = e {
+            words.extend(page.text[*start as usize..*end as usize].split_whitespace());
+        }
+    }
+    Some(words.join(" ")).filter(|t| !t.is_empty())
+}
+
+/// Raw text per subtree (children have larger ids than their parents), scripts and
+/// other never-text elements left out.
+fn subtree_text(page: &Page) -> Vec<u64> {
+    let n = page.nodes.len();
     let mut raw = vec![0u64; n];
     for id in (0..n).rev() {
         let node = &page.nodes[id];
+        if node.kind == Kind::Skip {
+            raw[id] = 0;
+            continue;
+        }
         raw[id] += u64::from(node.own_text);
         if let Some(p) = parent(node.parent) {
             raw[p] += raw[id];
         }
     }
-    let root_raw = match page.body {
-        Some(b) => raw[b as usize],
-        None => (0..n)
+    raw
+}
+
+/// Text of the body (or of the top-level nodes when there is no body).
+fn root_total(page: &Page, per_node: &[u64]) -> u64 {
+    match page.body {
+        Some(b) => per_node[b as usize],
+        None => (0..page.nodes.len())
             .filter(|&i| parent(page.nodes[i].parent).is_none())
-            .map(|i| raw[i])
+            .map(|i| per_node[i])
             .sum(),
     }
-    .max(1);
-    // Removal, then clean text per subtree.
-    let boiler = if class_rules {
-        BOILER | SEMANTIC_BOILER
-    } else {
-        SEMANTIC_BOILER
-    };
+}
+
+/// Text per subtree and what a pass removes.
+struct Analysis {
+    removed: Vec<bool>,
+    /// Text outside links and removed elements, per subtree.
+    clean: Vec<u64>,
+}
+
+/// Decides what a pass removes. The share of an element (and of a boilerplate group)
+/// is measured in the text that the next more lenient pass keeps outside links, so
+/// that menus do not dilute the share of the element holding the article: a class
+/// rule never removes an element holding most of the page's prose.
+fn analyze(page: &Page, opts: &Options, level: Level) -> Analysis {
+    let raw = subtree_text(page);
+    let bare = removal(page, opts, Level::Bare, &raw);
+    if level == Level::Bare {
+        return bare;
+    }
+    let structural = removal(page, opts, Level::Structural, &bare.clean);
+    if level == Level::Structural {
+        return structural;
+    }
+    removal(page, opts, Level::All, &structural.clean)
+}
+
+fn removal(page: &Page, opts: &Options, level: Level, weight: &[u64]) -> Analysis {
+    let n = page.nodes.len();
+    let total = root_total(page, weight).max(1);
+    let limit = opts.wrapper_share * total as f64;
+    // Text of each boilerplate group: its outermost elements that are not wrappers.
+    let mut group_text = [0u64; GROUPS];
+    let mut in_group = vec![0u16; n];
+    for id in 0..n {
+        let node = &page.nodes[id];
+        let inherited = parent(node.parent).map_or(0, |p| in_group[p]);
+        let bit = 1u16 << (node.group as u8);
+        let counted = node.group != Group::None && weight[id] as f64 <= limit;
+        if counted && inherited & bit == 0 {
+            group_text[node.group as usize] += weight[id];
+        }
+        in_group[id] = inherited | if counted { bit } else { 0 };
+    }
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
         let inherited = parent(node.parent).is_some_and(|p| removed[p]);
-        let share = raw[id] as f64 / root_raw as f64;
+        let small = weight[id] as f64 <= limit;
+        let group_rule = match level {
+            Level::All => node.group != Group::None,
+            Level::Structural => node.group != Group::None && node.flags & SEMANTIC != 0,
+            Level::Bare => false,
+        } && (node.group == Group::Consent
+            || (node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
+            || group_text[node.group as usize] as f64 <= limit);
         removed[id] = inherited
             || node.kind == Kind::Skip
-            || node.flags & HIDDEN != 0
-            || node.flags & boiler != 0 && share <= opts.wrapper_share;
+            || node.flags & HIDDEN != 0 && small
+            || group_rule && (small || node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
+            || level == Level::All && node.flags & CHROME != 0 && small;
     }
+    let clean = clean_text(page, &removed);
+    Analysis { removed, clean }
+}
+
+/// Text outside links and removed elements, per subtree.
+fn clean_text(page: &Page, removed: &[bool]) -> Vec<u64> {
+    let n = page.nodes.len();
     let mut clean = vec![0u64; n];
     for id in (0..n).rev() {
         if removed[id] {
@@ -118,31 +223,47 @@ fn extract_pass(page: &Page, opts: &Options, class_rules: bool) -> String {
             clean[p] += clean[id];
         }
     }
-    let (root_clean, mut range) = match page.body {
-        Some(b) => {
-            let node = &page.nodes[b as usize];
-            (
-                clean[b as usize],
-                (node.open as usize, node.close as usize + 1),
-            )
-        }
-        None => (
-            (0..n)
-                .filter(|&i| parent(page.nodes[i].parent).is_none())
-                .map(|i| clean[i])
-                .sum(),
-            (0, page.events.len()),
-        ),
-    };
+    clean
+}
+
+fn extract_pass(page: &Page, opts: &Options, level: Level) -> String {
+    let n = page.nodes.len();
+    if n == 0 {
+        return render(page, 0, page.events.len(), &[], opts);
+    }
+    let Analysis { removed, clean } = analyze(page, opts, level);
+    let root_clean = root_total(page, &clean);
+    let mut root = page.body.map(|b| b as usize);
+    let content = |i: usize| page.nodes[i].flags & CONTENT != 0 && !removed[i];
     let best = (0..n)
-        .filter(|&i| page.nodes[i].flags & CONTENT != 0 && !removed[i])
+        .filter(|&i| content(i))
         .max_by_key(|&i| (clean[i], std::cmp::Reverse(i)));
-    if let Some(best) = best
+    if level == Level::All
+        && let Some(mut best) = best
         && clean[best] as f64 >= opts.container_share * root_clean.max(1) as f64
     {
-        let node = &page.nodes[best];
-        range = (node.open as usize, node.close as usize + 1);
+        // One of a run of content blocks (the posts of a thread, the sections of a
+        // long article): their parent holds them all.
+        let up = page.nodes[best].parent;
+        if let Some(p) = parent(up)
+            && (0..n).any(|i| {
+                i != best && page.nodes[i].parent == up && content(i) && clean[i] * 4 >= clean[best]
+            })
+        {
+            best = p;
+        }
+        root = Some(best);
     }
+    let range = match root {
+        Some(mut at) => {
+            if level == Level::All {
+                at = dominant_descendant(page, &clean, at, opts.dominant_share);
+            }
+            let node = &page.nodes[at];
+            (node.open as usize, node.close as usize + 1)
+        }
+        None => (0, page.events.len()),
+    };
     render(
         page,
         range.0,
@@ -150,6 +271,109 @@ fn extract_pass(page: &Page, opts: &Options, class_rules: bool) -> String {
         &removed,
         opts,
     )
+}
+
+/// Goes down from `at` into the child holding at least `share` of its text, as long as
+/// there is one: what sits beside that child (a site header, a promo strip, a footer
+/// that no rule named) is dropped.
+fn dominant_descendant(page: &Page, clean: &[u64], mut at: usize, share: f64) -> usize {
+    let n = page.nodes.len();
+    let mut best_child = vec![usize::MAX; n];
+    for id in 0..n {
+        if let Some(p) = parent(page.nodes[id].parent)
+            && (best_child[p] == usize::MAX || clean[id] > clean[best_child[p]])
+        {
+            best_child[p] = id;
+        }
+    }
+    while let Some(&c) = best_child.get(at)
+        && c != usize::MAX
+        && clean[c] > 0
+        && clean[c] as f64 >= share * clean[at] as f64
+    {
+        at = c;
+    }
+    at
+}
+
+/// The last resort: the block with the most text of its own outside links, and its
+/// subtree, rendered without the link rule. A page whose only text is links (a bare
+/// menu) has no main text: "".
+fn densest_block(page: &Page, opts: &Options) -> String {
+    let skip: Vec<bool> = page.nodes.iter().map(|n| n.kind == Kind::Skip).collect();
+    let own = |i: usize| {
+        let n = &page.nodes[i];
+        n.own_text - n.own_link.min(n.own_text)
+    };
+    let Some(best) = (0..page.nodes.len())
+        .filter(|&i| !skip[i] && own(i) > 0)
+        .max_by_key(|&i| (own(i), std::cmp::Reverse(i)))
+    else {
+        return String::new();
+    };
+    // Climb to the nearest block, so that a paragraph's inline run comes whole.
+    let mut at = best;
+    while !matches!(
+        page.nodes[at].kind,
+        Kind::Block | Kind::Item | Kind::Cell | Kind::Pre
+    ) && let Some(p) = parent(page.nodes[at].parent)
+    {
+        at = p;
+    }
+    let node = &page.nodes[at];
+    render_lines(
+        page,
+        node.open as usize,
+        (node.close as usize + 1).min(page.events.len()),
+        &skip,
+        opts,
+        true,
+    )
+    .0
+}
+
+/// A listing of the elements holding at least `min_share` of the page's text: depth,
+/// tag hash, kind, group, flags and text (raw / outside links). For looking into a
+/// page that extracts badly (`examples/explain.rs`).
+pub fn explain(page: &Page, min_share: f64) -> String {
+    use std::fmt::Write;
+    let raw = subtree_text(page);
+    let total = root_total(page, &raw).max(1);
+    let analysis = analyze(page, &Options::default(), Level::All);
+    let mut depth = vec![0usize; page.nodes.len()];
+    let mut out = String::new();
+    for (id, node) in page.nodes.iter().enumerate() {
+        depth[id] = parent(node.parent).map_or(0, |p| depth[p] + 1);
+        if (raw[id] as f64) < min_share * total as f64 {
+            continue;
+        }
+        let first = page.events[node.open as usize..]
+            .iter()
+            .take_while(|e| **e != Event::Close(id as u32))
+            .find_map(|e| match e {
+                Event::Text { start, end, .. } => {
+                    let t = page.text[*start as usize..*end as usize].trim();
+                    (!t.is_empty()).then_some(t)
+                }
+                _ => None,
+            })
+            .unwrap_or("");
+        let first: String = first.chars().take(40).collect();
+        let _ = writeln!(
+            out,
+            "{:indent$}#{id}{} {:?} {:?} flags={:#x} raw={} ({:.0}%) clean={} | {first}",
+            "",
+            if analysis.removed[id] { " REMOVED" } else { "" },
+            node.kind,
+            node.group,
+            node.flags,
+            raw[id],
+            100.0 * raw[id] as f64 / total as f64,
+            analysis.clean[id],
+            indent = depth[id].min(40) * 2,
+        );
+    }
+    out
 }
 
 fn parent(p: u32) -> Option<usize> {

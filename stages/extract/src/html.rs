@@ -31,18 +31,20 @@ pub enum Kind {
     Skip,
 }
 
-/// Flags set on a node while parsing.
-pub const BOILER: u8 = 1;
-pub const CONTENT: u8 = 2;
-pub const HIDDEN: u8 = 4;
-pub const SEMANTIC_BOILER: u8 = 8;
+pub use crate::classes::{CHROME, CONTENT, GROUPS, Group, HIDDEN};
+
+/// The node's boilerplate group comes from its tag (`nav`, `footer`, …) or ARIA role,
+/// not from a class or id.
+pub const SEMANTIC: u16 = 16;
 
 /// One element.
 #[derive(Debug, Clone)]
 pub struct Node {
     pub name: u64,
     pub kind: Kind,
-    pub flags: u8,
+    pub flags: u16,
+    /// Boilerplate group its class, id, role or tag names.
+    pub group: Group,
     pub parent: u32,
     /// Index of its open and close events.
     pub open: u32,
@@ -78,6 +80,9 @@ pub struct Page {
     pub body: Option<u32>,
     /// Set when the tag budget ran out.
     pub over_budget: bool,
+    /// Text of `<title>`, and the `og:title` meta property.
+    pub title: Option<String>,
+    pub og_title: Option<String>,
 }
 
 const fn h(name: &[u8]) -> u64 {
@@ -104,6 +109,10 @@ const OL: u64 = h(b"ol");
 const DL: u64 = h(b"dl");
 const TABLE: u64 = h(b"table");
 const BODY: u64 = h(b"body");
+const HTML: u64 = h(b"html");
+/// Name hash of `<h1>`.
+pub const H1: u64 = h(b"h1");
+const HEAD: u64 = h(b"head");
 const OPTION: u64 = h(b"option");
 const BR: u64 = h(b"br");
 const HR: u64 = h(b"hr");
@@ -116,19 +125,20 @@ fn kind(name: &[u8]) -> (Kind, bool) {
         | b"h4" | b"h5" | b"h6" | b"ul" | b"ol" | b"dl" | b"dt" | b"dd" | b"table" | b"tr"
         | b"thead" | b"tbody" | b"tfoot" | b"caption" | b"blockquote" | b"address" | b"center"
         | b"figcaption" | b"details" | b"summary" | b"body" | b"html" | b"hgroup" | b"dir"
-        | b"nav" | b"aside" | b"footer" | b"menu" => (Kind::Block, false),
+        | b"nav" | b"aside" | b"footer" | b"menu" | b"form" | b"fieldset" | b"figure"
+        | b"noframes" | b"legend" | b"noscript" | b"frameset" => (Kind::Block, false),
         b"li" => (Kind::Item, false),
         b"td" | b"th" => (Kind::Cell, false),
         b"pre" | b"listing" | b"plaintext" => (Kind::Pre, false),
-        b"script" | b"style" | b"noscript" | b"template" | b"svg" | b"math" | b"iframe"
-        | b"object" | b"canvas" | b"video" | b"audio" | b"select" | b"button" | b"textarea"
-        | b"head" | b"title" | b"dialog" | b"noembed" | b"noframes" | b"xmp" | b"datalist"
-        | b"map" | b"applet" | b"form" | b"fieldset" | b"figure" | b"label" | b"legend"
-        | b"time" | b"ins" | b"picture" | b"option" | b"optgroup" | b"frameset" | b"frame"
-        | b"marquee" | b"output" | b"progress" | b"rp" | b"rt" | b"rtc" | b"blink"
-        | b"menuitem" => (Kind::Skip, false),
+        b"script" | b"style" | b"template" | b"svg" | b"math" | b"iframe" | b"object"
+        | b"canvas" | b"video" | b"audio" | b"select" | b"button" | b"textarea" | b"head"
+        | b"title" | b"dialog" | b"noembed" | b"xmp" | b"datalist" | b"map" | b"applet"
+        | b"label" | b"picture" | b"option" | b"optgroup" | b"marquee" | b"output"
+        | b"progress" | b"rp" | b"rt" | b"rtc" | b"blink" | b"menuitem" => (Kind::Skip, false),
         b"br" | b"hr" | b"img" | b"input" | b"meta" | b"link" | b"area" | b"base" | b"col"
-        | b"embed" | b"param" | b"source" | b"track" | b"wbr" | b"keygen" => (Kind::Inline, true),
+        | b"embed" | b"param" | b"source" | b"track" | b"wbr" | b"keygen" | b"frame" => {
+            (Kind::Inline, true)
+        }
         _ => (Kind::Inline, false),
     }
 }
@@ -137,165 +147,8 @@ fn kind(name: &[u8]) -> (Kind, bool) {
 fn raw_text(name: &[u8]) -> bool {
     matches!(
         name,
-        b"script"
-            | b"style"
-            | b"textarea"
-            | b"title"
-            | b"xmp"
-            | b"iframe"
-            | b"noembed"
-            | b"noframes"
-            | b"noscript"
+        b"script" | b"style" | b"textarea" | b"title" | b"xmp" | b"iframe" | b"noembed"
     )
-}
-
-/// Class/id substrings that mark navigation, ads, comments and other boilerplate on
-/// block containers (div, section, span, p, lists). The list follows what the
-/// reference extractor (trafilatura, as FineWeb and RefinedWeb ran it, in precision
-/// mode and without comments) discards, so that both keep the same text.
-const BOILER_WORDS: &[&str] = &[
-    "footer",
-    "related",
-    "viral",
-    "social",
-    "sociable",
-    "syndication",
-    "share-",
-    "newsletter",
-    "subnav",
-    "cookie",
-    "tags",
-    "tag-list",
-    "sidebar",
-    "banner",
-    "bar",
-    "meta",
-    "menu",
-    "navigation",
-    "breadcrumb",
-    "bread-crumb",
-    "author",
-    "button",
-    "byline",
-    "rating",
-    "widget",
-    "attachment",
-    "timestamp",
-    "user-info",
-    "user-profile",
-    "-ad-",
-    "-icon",
-    "infoline",
-    "outbrain",
-    "taboola",
-    "criteo",
-    "options",
-    "expand",
-    "consent",
-    "modal-content",
-    "paid-content",
-    "paidcontent",
-    "paywall",
-    "premium-",
-    "obfuscated",
-    "blurred",
-    "permission",
-    "next-",
-    "side-stories",
-    "related-stories",
-    "most-popular",
-    "message",
-    "slide",
-    "viewport",
-    "comment",
-    "disqus",
-    "akismet",
-    "reply-",
-    "suggest-links",
-    "teaser",
-    "bottom",
-    "link",
-    "popup",
-    "pagination",
-];
-/// Id substrings that mark boilerplate (ids are matched more loosely than classes).
-const BOILER_ID_WORDS: &[&str] = &["nav", "share", "respond"];
-/// Class prefixes that mark boilerplate.
-const BOILER_CLASS_PREFIXES: &[&str] = &["nav", "shar", "post-nav", "comments"];
-/// Class/id substrings that hide an element.
-const HIDE_WORDS: &[&str] = &[" hidden", " hide", "hide-", "noprint", "notloaded"];
-/// Class/id words that mark main content.
-const CONTENT_WORDS: &[&str] = &[
-    "post-text",
-    "post_text",
-    "post-body",
-    "post-entry",
-    "postentry",
-    "post-content",
-    "post_content",
-    "postcontent",
-    "article-text",
-    "articletext",
-    "entry-content",
-    "article-content",
-    "article__content",
-    "article-body",
-    "article__body",
-    "articlebody",
-    "articlecontent",
-    "page-content",
-    "text-content",
-    "body-text",
-    "art-content",
-    "storycontent",
-    "story-content",
-    "story-body",
-    "blog-content",
-    "section-content",
-    "single-content",
-    "main-column",
-    "fulltext",
-    "content-main",
-    "content_main",
-    "content-body",
-    "contentbody",
-    "content__body",
-    "main-content",
-    "main_content",
-];
-
-/// How class, id and role values mark an element.
-fn classify(name: &str, value: &str, boiler_rules: bool, flags: &mut u8) {
-    let v = value.to_ascii_lowercase();
-    let class = name.eq_ignore_ascii_case("class");
-    let spaced = format!(" {v}");
-    if HIDE_WORDS.iter().any(|w| spaced.contains(w)) || (!class && v.contains("hidden")) {
-        *flags |= HIDDEN;
-    }
-    if boiler_rules {
-        let boiler = BOILER_WORDS.iter().any(|w| v.contains(w))
-            || (!class && BOILER_ID_WORDS.iter().any(|w| v.contains(w)) && !v.contains("shared"))
-            || (!class && v.starts_with("shar"))
-            || (class && BOILER_CLASS_PREFIXES.iter().any(|p| v.starts_with(p)))
-            || (class
-                && v.split_ascii_whitespace()
-                    .any(|t| matches!(t, "ad" | "ads" | "advert" | "advertisement")))
-            || v == "post-nav";
-        if boiler {
-            *flags |= BOILER;
-        }
-    }
-    if CONTENT_WORDS.iter().any(|w| v.contains(w))
-        || matches!(
-            v.as_str(),
-            "post" | "entry" | "content" | "text" | "story" | "article"
-        )
-        || v.starts_with("main")
-        || v.starts_with("article ")
-        || v.starts_with("primary")
-    {
-        *flags |= CONTENT;
-    }
 }
 
 struct Builder<'a> {
@@ -304,6 +157,8 @@ struct Builder<'a> {
     /// Open `<a>` elements (text inside counts as link text).
     links: u32,
     src: &'a str,
+    seen_html: bool,
+    head_open: bool,
 }
 
 impl Builder<'_> {
@@ -342,8 +197,38 @@ impl Builder<'_> {
     /// Opens an element; `lower` is its lowercased name.
     fn open(&mut self, lower: &[u8], attrs: &str) {
         let name_hash = h(lower);
+        // A second `<html>` or `<body>` (a page pasted into another) opens nothing.
+        if (name_hash == BODY && self.page.body.is_some()) || (name_hash == HTML && self.seen_html)
+        {
+            return;
+        }
+        self.seen_html |= name_hash == HTML;
+        // Anything but head content ends an open `<head>`, as in browsers (a `<body>`
+        // after an unclosed `<head>` must not end up inside it).
+        if self.head_open
+            && !matches!(
+                lower,
+                b"title"
+                    | b"meta"
+                    | b"style"
+                    | b"script"
+                    | b"link"
+                    | b"noscript"
+                    | b"base"
+                    | b"template"
+            )
+        {
+            self.close_to(HEAD, &[]);
+            self.head_open = false;
+        }
+        if name_hash == HEAD {
+            self.head_open = true;
+        }
         let (kind, void) = kind(lower);
         if void {
+            if lower == b"meta" && self.page.og_title.is_none() {
+                self.page.og_title = og_title(attrs);
+            }
             if name_hash == BR || name_hash == HR {
                 self.page.events.push(Event::Break);
             }
@@ -377,17 +262,31 @@ impl Builder<'_> {
             }
             return;
         }
-        let mut flags = 0;
-        let boiler_rules = matches!(
+        let mut marks = Marks::default();
+        let class_rules = !matches!(
             lower,
-            b"div" | b"section" | b"span" | b"p" | b"ul" | b"ol" | b"dl" | b"li"
+            b"html" | b"body" | b"a" | b"b" | b"i" | b"em" | b"strong" | b"code" | b"small"
         );
-        parse_attrs(attrs, boiler_rules, &mut flags);
+        parse_attrs(attrs, class_rules, &mut marks);
+        let mut flags = marks.flags;
+        let mut group = marks.group;
         if matches!(lower, b"article" | b"main") {
             flags |= CONTENT;
         }
-        if matches!(lower, b"nav" | b"aside" | b"footer" | b"menu" | b"header") {
-            flags |= SEMANTIC_BOILER;
+        let tag_group = match lower {
+            b"nav" | b"menu" => Group::Navigation,
+            b"aside" => Group::Sidebar,
+            b"footer" => Group::Footer,
+            b"header" => Group::Header,
+            b"noscript" => Group::Noscript,
+            _ => Group::None,
+        };
+        if tag_group != Group::None {
+            group = tag_group;
+            flags |= SEMANTIC;
+        } else if marks.role_group != Group::None {
+            group = marks.role_group;
+            flags |= SEMANTIC;
         }
         let id = self.page.nodes.len() as u32;
         let parent = self.stack.last().copied().unwrap_or(u32::MAX);
@@ -395,6 +294,7 @@ impl Builder<'_> {
             name: name_hash,
             kind,
             flags,
+            group,
             parent,
             open: self.page.events.len() as u32,
             close: u32::MAX,
@@ -413,6 +313,14 @@ impl Builder<'_> {
 
     fn close(&mut self, name: &[u8]) {
         let name_hash = h(name);
+        // As in browsers, `</body>` and `</html>` close nothing: text after them (or
+        // after a page pasted whole into another) still belongs to the body.
+        if name_hash == BODY || name_hash == HTML {
+            return;
+        }
+        if name_hash == HEAD {
+            self.head_open = false;
+        }
         if !self.close_to(name_hash, &[]) && name_hash == P {
             self.page.events.push(Event::Break);
         }
@@ -443,8 +351,16 @@ impl Builder<'_> {
     }
 }
 
-/// Looks at the attributes we use; the rest are skipped.
-fn parse_attrs(attrs: &str, boiler_rules: bool, flags: &mut u8) {
+/// What the attributes of a start tag say.
+#[derive(Default)]
+struct Marks {
+    flags: u16,
+    group: Group,
+    role_group: Group,
+}
+
+/// Calls `f(name, value)` for each attribute.
+fn for_attrs<'a>(attrs: &'a str, mut f: impl FnMut(&'a str, &'a str)) {
     let b = attrs.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -483,22 +399,36 @@ fn parse_attrs(attrs: &str, boiler_rules: bool, flags: &mut u8) {
             i += 1;
             continue;
         }
-        if name.eq_ignore_ascii_case("class") || name.eq_ignore_ascii_case("id") {
-            classify(name, value, boiler_rules, flags);
+        f(name, value);
+    }
+}
+
+/// Looks at the attributes we use; the rest are skipped. `class_rules`: whether class,
+/// id and role may mark the element as boilerplate.
+fn parse_attrs(attrs: &str, class_rules: bool, marks: &mut Marks) {
+    for_attrs(attrs, |name, value| {
+        let is_class = name.eq_ignore_ascii_case("class");
+        if is_class || name.eq_ignore_ascii_case("id") {
+            let (flags, group) = crate::classes::classify(value, is_class);
+            marks.flags |= flags;
+            if class_rules && marks.group == Group::None {
+                marks.group = group;
+            }
         } else if name.eq_ignore_ascii_case("role") {
-            match value.to_ascii_lowercase().as_str() {
-                "navigation" | "banner" | "contentinfo" | "complementary" | "menu" | "menubar"
-                | "search" | "dialog" | "alert" | "toolbar" => *flags |= BOILER,
-                "main" | "article" => *flags |= CONTENT,
-                _ => {}
+            let (flags, group) = crate::classes::role(value);
+            marks.flags |= flags;
+            if class_rules {
+                marks.role_group = group;
             }
         } else if name.eq_ignore_ascii_case("itemprop") {
-            if value.eq_ignore_ascii_case("articleBody") {
-                *flags |= CONTENT;
+            if value.eq_ignore_ascii_case("articleBody") || value.eq_ignore_ascii_case("text") {
+                marks.flags |= CONTENT;
             }
+        } else if name.eq_ignore_ascii_case("hidden") {
+            marks.flags |= HIDDEN;
         } else if name.eq_ignore_ascii_case("aria-hidden") {
             if value.eq_ignore_ascii_case("true") {
-                *flags |= HIDDEN;
+                marks.flags |= HIDDEN;
             }
         } else if name.eq_ignore_ascii_case("style") {
             let v: String = value
@@ -506,11 +436,28 @@ fn parse_attrs(attrs: &str, boiler_rules: bool, flags: &mut u8) {
                 .filter(|c| !c.is_whitespace())
                 .collect::<String>()
                 .to_ascii_lowercase();
-            if v.contains("display:none") || v.contains("hidden") {
-                *flags |= HIDDEN;
+            if v.contains("display:none") || v.contains("visibility:hidden") {
+                marks.flags |= HIDDEN;
             }
         }
-    }
+    });
+}
+
+/// The `og:title` of a `<meta>` tag's attributes, if it is one.
+fn og_title(attrs: &str) -> Option<String> {
+    let mut is_og = false;
+    let mut content = None;
+    for_attrs(attrs, |name, value| {
+        if (name.eq_ignore_ascii_case("property") || name.eq_ignore_ascii_case("name"))
+            && value.eq_ignore_ascii_case("og:title")
+        {
+            is_og = true;
+        } else if name.eq_ignore_ascii_case("content") {
+            content = Some(value);
+        }
+    });
+    let content = content.filter(|_| is_og)?;
+    Some(htmlize::unescape(content).trim().to_string()).filter(|t| !t.is_empty())
 }
 
 /// Finds `</name` (case-insensitive) at or after `from`.
@@ -538,6 +485,8 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
         stack: Vec::new(),
         links: 0,
         src,
+        seen_html: false,
+        head_open: false,
     };
     let bytes = src.as_bytes();
     let mut at = 0;
@@ -620,12 +569,32 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
         }
         let attrs = &src[name_end.min(tag_end)..tag_end];
         let lower = name.to_ascii_lowercase();
-        // A `/>` on a non-void HTML element means nothing (browsers open it).
+        // A `/>` on an HTML container means nothing (browsers open it); on anything
+        // else (SVG's `<path/>`, `<g/>`, unknown tags) it closes the element at once,
+        // as in foreign content, so that hundreds of them do not pile up unclosed.
+        let (tag_kind, void) = kind(&lower);
+        let self_closing = !void
+            && attrs.trim_end().ends_with('/')
+            && !matches!(
+                tag_kind,
+                Kind::Block | Kind::Item | Kind::Cell | Kind::Pre | Kind::Link
+            );
         b.open(&lower, attrs);
+        if self_closing && !raw_text(&lower) {
+            b.close(&lower);
+            continue;
+        }
         if raw_text(&lower) {
             // Raw text runs to the end tag; without one, browsers swallow the rest of
             // the page, we close the element here instead.
-            if let Some(end) = find_end_tag(bytes, at, &lower) {
+            let end = find_end_tag(bytes, at, &lower);
+            if lower == b"title" && b.page.title.is_none() {
+                let raw = &src[at..end.unwrap_or(at)];
+                let title = htmlize::unescape(raw);
+                let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
+                b.page.title = Some(title).filter(|t| !t.is_empty());
+            }
+            if let Some(end) = end {
                 at = memchr::memchr(b'>', &bytes[end..]).map_or(bytes.len(), |e| end + e + 1);
             }
             b.close(&lower);
@@ -685,11 +654,11 @@ mod tests {
             r#"<div id="site-nav">n</div><div id=main-content>c</div><p aria-hidden="true">h</p><div style="display: none">x</div><span class='ad'>a</span>"#,
             1000,
         );
-        assert_eq!(p.nodes[0].flags & BOILER, BOILER);
+        assert_eq!(p.nodes[0].group, Group::Navigation);
         assert_eq!(p.nodes[1].flags & CONTENT, CONTENT);
         assert_eq!(p.nodes[2].flags & HIDDEN, HIDDEN);
         assert_eq!(p.nodes[3].flags & HIDDEN, HIDDEN);
-        assert_eq!(p.nodes[4].flags & BOILER, BOILER);
+        assert_eq!(p.nodes[4].group, Group::Ads);
     }
 
     #[test]

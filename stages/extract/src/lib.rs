@@ -17,6 +17,7 @@
 //! `undecodable_text`, `too_complex`, `empty_text`.
 
 pub mod charset;
+pub mod classes;
 pub mod extract;
 pub mod gz;
 pub mod html;
@@ -28,7 +29,8 @@ use std::io::{BufReader, Read};
 
 use pipeline::shard::ShardOptions;
 use pipeline::{
-    DocBatch, Document, Error, ObjectMeta, Payload, Source, Stage, Step, Storage, Verdict,
+    Column, ColumnKind, DocBatch, Document, Error, ObjectMeta, Payload, Source, Stage, Step,
+    Storage, Value, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -331,6 +333,16 @@ impl Extract {
         charset: Option<&str>,
         url: &str,
     ) -> Result<String, &'static str> {
+        self.page_of(bytes, charset, url).map(|p| p.text)
+    }
+
+    /// Main text and title of an HTML page given as bytes: `Err` holds the drop reason.
+    pub fn page_of(
+        &self,
+        bytes: &[u8],
+        charset: Option<&str>,
+        url: &str,
+    ) -> Result<Extracted, &'static str> {
         if bytes.len() > self.max_page_bytes {
             return Err("oversized_page");
         }
@@ -347,13 +359,35 @@ impl Extract {
         if text.trim().is_empty() {
             return Err("empty_text");
         }
-        Ok(text)
+        Ok(Extracted {
+            text,
+            title: extract::title(&page),
+        })
     }
 }
+
+/// What extraction takes from a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extracted {
+    /// The main text.
+    pub text: String,
+    /// `og:title`, else `<title>`, else the first `<h1>`.
+    pub title: Option<String>,
+}
+
+/// Column of the page title.
+pub const TITLE_COLUMN: &str = "title";
 
 impl Stage for Extract {
     fn name(&self) -> &'static str {
         "extract"
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        vec![Column {
+            name: TITLE_COLUMN,
+            kind: ColumnKind::Str,
+        }]
     }
 
     fn process(&self, doc: &mut Document) -> Verdict {
@@ -365,13 +399,16 @@ impl Stage for Extract {
                 Verdict::Keep
             };
         };
-        match self.text_of(
+        match self.page_of(
             &payload.bytes,
             payload.charset.as_deref(),
             doc.url.as_deref().unwrap_or_default(),
         ) {
-            Ok(text) => {
-                doc.text = text;
+            Ok(page) => {
+                doc.text = page.text;
+                if let Some(title) = page.title {
+                    doc.annotate(TITLE_COLUMN, Value::Str(title));
+                }
                 Verdict::Keep
             }
             Err(reason) => Verdict::Drop(reason),
@@ -411,6 +448,25 @@ mod tests {
         assert_eq!(c.max_page_bytes, 10 << 20);
         assert_eq!(c.url_filter.soft_word_threshold, 2);
         assert!(toml::from_str::<Config>("max_page = 1").is_err());
+    }
+
+    #[test]
+    fn title_column() {
+        let stage = Extract::new(&Config::default());
+        assert_eq!(stage.columns()[0].name, TITLE_COLUMN);
+        let mut doc = Document {
+            payload: Some(Payload {
+                bytes: b"<title>A page</title><p>Some text of the page.</p>".to_vec(),
+                charset: None,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(stage.process(&mut doc), Verdict::Keep);
+        assert_eq!(doc.text, "Some text of the page.");
+        assert_eq!(
+            doc.annotations,
+            vec![(TITLE_COLUMN, Value::Str("A page".into()))]
+        );
     }
 
     #[test]

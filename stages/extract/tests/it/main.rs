@@ -411,3 +411,147 @@ fn extraction_from_and_to_s3() {
             .expect("marker")
     );
 }
+
+/// Title and text of a page fixture (`fixtures/pages/<name>.html`), through the stage's
+/// own entry point; compared with `fixtures/expected/pages/<name>.txt`.
+fn page_fixture(name: &str) -> String {
+    let path = root().join(format!("fixtures/pages/{name}.html"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let stage = extract::Extract::new(&Config::default());
+    let page = stage
+        .page_of(&bytes, None, &format!("https://{name}.example/"))
+        .unwrap_or_else(|reason| panic!("{name}: dropped as {reason}"));
+    let got = format!(
+        "title: {}\n\n{}\n",
+        page.title.as_deref().unwrap_or("-"),
+        page.text
+    );
+    golden(&format!("pages/{name}.txt"), &got);
+    page.text
+}
+
+/// Each failure class of real pages: the text is there, the chrome is not.
+#[test]
+fn failure_classes_of_real_pages() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            // MediaWiki's Vector skin: `mw-hide-empty-elt` on the body, sticky-header
+            // classes on <html>, the article in `mw-parser-output`.
+            "mediawiki-vector",
+            &[
+                "A tidal mill is a water mill",
+                "History",
+                "- Some pumped water out of mines.",
+                "head of water.",
+            ],
+            &[
+                "Jump to content",
+                "Main page",
+                "Contents",
+                "12 languages",
+                "From Riverpedia",
+                "Categories",
+                "last edited",
+                "Privacy policy",
+                "[",
+                "edit",
+            ],
+        ),
+        (
+            // A 2008-style layout: text in <td>/<font>/<br>, no <p>.
+            "table-layout",
+            &[
+                "Storm closes the old pier",
+                "Engineers from the council",
+                "The pier was built in 1894",
+            ],
+            &["Sport", "Letters", "All rights reserved", "Contact us"],
+        ),
+        (
+            "no-body",
+            &[
+                "Notes on sourdough starters",
+                "A starter is flour and water",
+                "- Use unbleached flour.",
+            ],
+            &[],
+        ),
+        (
+            // <frameset> with the text in <noframes>.
+            "frameset",
+            &[
+                "Valley Orchard Society",
+                "forty old apple and pear trees",
+                "autumn fair",
+            ],
+            &[],
+        ),
+        (
+            // A page builder theme: body and wrapper classes full of "header", "sidebar",
+            // "nav", "form-field".
+            "themed-body",
+            &[
+                "A reading room does not need to be large",
+                "Shelves and storage",
+                "not bought yet.",
+            ],
+            &[
+                "Free delivery",
+                "Home",
+                "Anna Linden",
+                "Book a consultation",
+                "newsletter",
+            ],
+        ),
+        (
+            // Each post is a repeated block with a user card, a signature and actions.
+            "forum-thread",
+            &[
+                "Which wood lasts longest without paint?",
+                "Cedar will outlast oak",
+                "I will go with cedar",
+            ],
+            &[
+                "Well-known member",
+                "Joined",
+                "1,204",
+                "Measure twice",
+                "Like",
+                "Reply",
+                "timber_tom and 3 others",
+                "Members online",
+                "Log in",
+                "Terms and rules",
+            ],
+        ),
+        (
+            "product",
+            &[
+                "Thrown by hand on the wheel",
+                "dishwasher safe",
+                "- Capacity: 350 ml",
+            ],
+            &[
+                "Free shipping",
+                "Mugs",
+                "Add to cart",
+                "Quantity",
+                "Share",
+                "You may also like",
+                "Side Plate",
+                "Moss green (12)",
+                "Sign up",
+                "Skip to content",
+            ],
+        ),
+    ];
+    for (name, present, absent) in cases {
+        let text = page_fixture(name);
+        for p in *present {
+            assert!(text.contains(p), "{name}: {p:?} missing from\n{text}");
+        }
+        for a in *absent {
+            assert!(!text.contains(a), "{name}: {a:?} left in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! What class, id and role values say about an element.
+//!
+//! Values are split into words (at spaces, `-`, `_`, `:` and lower→upper case steps, so
+//! `site-footer`, `footer_widget` and `footerLinks` all hold the word `footer`) and the
+//! words are looked up in small tables. Matching whole words rather than substrings
+//! keeps `mw-hide-empty-elt` from reading as "hide" and `has-sidebar` on a page wrapper
+//! from reading as a sidebar of its own… only as the word `sidebar`, which the
+//! extractor then weighs against how much of the page the element holds.
+
+/// Flags an element can get from its attributes.
+pub const HIDDEN: u16 = 1;
+pub const CONTENT: u16 = 2;
+/// Per-post chrome of forums and comment threads: user cards, signatures, votes.
+pub const CHROME: u16 = 4;
+
+/// Groups of boilerplate words. The extractor sums the text of each group's elements:
+/// a group that holds most of a page is its content (the posts of a thread are
+/// `comment`s, the items of a shop are `product`s), not boilerplate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Group {
+    #[default]
+    None = 0,
+    Navigation,
+    Header,
+    Footer,
+    Sidebar,
+    Comments,
+    Share,
+    Related,
+    Ads,
+    Consent,
+    Meta,
+    Widgets,
+    /// `<noscript>`: what a browser without scripts shows. Usually a note or a
+    /// tracking pixel; on pages rendered by scripts (Discourse forums), the page itself.
+    Noscript,
+}
+
+/// Number of groups (for per-group tables).
+pub const GROUPS: usize = 13;
+
+/// Whole words (or word prefixes ending in `*`) and their group.
+const WORDS: &[(&str, Group)] = &[
+    ("nav", Group::Navigation),
+    ("navbar", Group::Navigation),
+    ("navigation", Group::Navigation),
+    ("subnav", Group::Navigation),
+    ("menu*", Group::Navigation),
+    ("megamenu", Group::Navigation),
+    ("breadcrumb*", Group::Navigation),
+    ("crumbs", Group::Navigation),
+    ("pagination", Group::Navigation),
+    ("pager", Group::Navigation),
+    ("skip", Group::Navigation),
+    ("masthead", Group::Header),
+    ("header", Group::Header),
+    ("topbar", Group::Header),
+    ("footer*", Group::Footer),
+    ("copyright", Group::Footer),
+    ("colophon", Group::Footer),
+    ("sidebar*", Group::Sidebar),
+    ("aside", Group::Sidebar),
+    ("rail", Group::Sidebar),
+    ("comment*", Group::Comments),
+    ("disqus*", Group::Comments),
+    ("respond", Group::Comments),
+    ("replies", Group::Comments),
+    ("share*", Group::Share),
+    ("sharing", Group::Share),
+    ("sharedaddy", Group::Share),
+    ("social*", Group::Share),
+    ("sociable", Group::Share),
+    ("related*", Group::Related),
+    ("recommend*", Group::Related),
+    ("popular", Group::Related),
+    ("trending", Group::Related),
+    ("more-stories", Group::Related),
+    ("outbrain*", Group::Related),
+    ("taboola*", Group::Related),
+    ("ad", Group::Ads),
+    ("ads", Group::Ads),
+    ("adsbygoogle", Group::Ads),
+    ("advert*", Group::Ads),
+    ("sponsor*", Group::Ads),
+    ("promo*", Group::Ads),
+    ("banner", Group::Ads),
+    ("cookie*", Group::Consent),
+    ("consent*", Group::Consent),
+    ("gdpr", Group::Consent),
+    ("newsletter*", Group::Consent),
+    ("subscribe*", Group::Consent),
+    ("subscription", Group::Consent),
+    ("signup", Group::Consent),
+    ("popup*", Group::Consent),
+    ("modal*", Group::Consent),
+    ("paywall", Group::Consent),
+    ("login", Group::Consent),
+    ("byline", Group::Meta),
+    ("author*", Group::Meta),
+    ("meta", Group::Meta),
+    ("metadata", Group::Meta),
+    ("postmeta", Group::Meta),
+    ("tags", Group::Meta),
+    ("tagcloud", Group::Meta),
+    ("taglist", Group::Meta),
+    ("timestamp", Group::Meta),
+    ("dateline", Group::Meta),
+    ("widget*", Group::Widgets),
+    ("toolbar", Group::Widgets),
+    ("search*", Group::Widgets),
+];
+
+/// Per-post chrome of forums and comment threads, matched inside the value with `-`
+/// and `_` taken out (`message-userDetails` holds `userdetails`).
+const CHROME_PARTS: &[&str] = &[
+    "avatar",
+    "signature",
+    "userinfo",
+    "userdetails",
+    "userextras",
+    "usercard",
+    "userstats",
+    "authorinfo",
+    "memberinfo",
+    "postprofile",
+    "postuser",
+    "posterinfo",
+    "votecell",
+    "voting",
+    "reactionsbar",
+    "likesbar",
+];
+
+/// Words that mark main content.
+const CONTENT_WORDS: &[&str] = &[
+    "articlebody",
+    "article-body",
+    "article-content",
+    "article-text",
+    "entry-content",
+    "post-content",
+    "post-body",
+    "post-text",
+    "postbody",
+    "main-content",
+    "maincontent",
+    "page-content",
+    "story-body",
+    "story-content",
+    "body-text",
+    "mw-parser-output",
+    "markdown-body",
+];
+
+/// Class words that hide an element.
+const HIDE_CLASSES: &[&str] = &[
+    "hidden",
+    "hide",
+    "d-none",
+    "is-hidden",
+    "visually-hidden",
+    "visuallyhidden",
+    "sr-only",
+    "screen-reader-text",
+    "invisible",
+    "noprint",
+];
+
+/// Calls `f` with each word of a class or id value, lowercased into `buf`.
+fn for_words(value: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+    for token in value.split_ascii_whitespace() {
+        buf.clear();
+        let mut prev_lower = false;
+        for c in token.chars() {
+            if matches!(c, '-' | '_' | ':' | '.' | '/') || (c.is_ascii_uppercase() && prev_lower) {
+                if !buf.is_empty() {
+                    f(buf);
+                    buf.clear();
+                }
+                prev_lower = false;
+                if !c.is_ascii_uppercase() {
+                    continue;
+                }
+            }
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+            buf.push(c.to_ascii_lowercase());
+        }
+        if !buf.is_empty() {
+            f(buf);
+        }
+    }
+}
+
+fn word_matches(pattern: &str, word: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => word.starts_with(prefix),
+        None => pattern == word,
+    }
+}
+
+/// What a class or id value marks: (flags, boilerplate group).
+pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
+    let mut flags = 0;
+    let mut group = Group::None;
+    let lower = value.to_ascii_lowercase();
+    if is_class
+        && lower
+            .split_ascii_whitespace()
+            .any(|t| HIDE_CLASSES.contains(&t))
+    {
+        flags |= HIDDEN;
+    }
+    if CONTENT_WORDS.iter().any(|w| lower.contains(w))
+        || matches!(
+            lower.trim(),
+            "content" | "post" | "entry" | "article" | "story" | "main" | "text"
+        )
+    {
+        flags |= CONTENT;
+    }
+    let mut buf = String::new();
+    for_words(value, &mut buf, |w| {
+        if group == Group::None
+            && let Some((_, g)) = WORDS.iter().find(|(p, _)| word_matches(p, w))
+        {
+            group = *g;
+        }
+    });
+    let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
+    if CHROME_PARTS.iter().any(|p| compact.contains(p)) {
+        flags |= CHROME;
+    }
+    // A value that names the content as well ("article-content no_toc_section") is
+    // content.
+    if flags & CONTENT != 0 {
+        group = Group::None;
+    }
+    (flags, group)
+}
+
+/// What an ARIA role marks.
+pub fn role(value: &str) -> (u16, Group) {
+    match value.to_ascii_lowercase().as_str() {
+        "navigation" | "menu" | "menubar" | "tablist" => (0, Group::Navigation),
+        "banner" => (0, Group::Header),
+        "contentinfo" => (0, Group::Footer),
+        "complementary" => (0, Group::Sidebar),
+        "search" | "toolbar" => (0, Group::Widgets),
+        "dialog" | "alertdialog" | "alert" => (0, Group::Consent),
+        "main" | "article" => (CONTENT, Group::None),
+        _ => (0, Group::None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(v: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for_words(v, &mut String::new(), |w| out.push(w.to_string()));
+        out
+    }
+
+    #[test]
+    fn values_split_into_words() {
+        assert_eq!(words("site-footer x_y"), ["site", "footer", "x", "y"]);
+        assert_eq!(words("footerLinks"), ["footer", "links"]);
+        assert_eq!(words("HTMLBody"), ["htmlbody"]);
+    }
+
+    #[test]
+    fn groups_and_flags() {
+        assert_eq!(classify("site-footer", true).1, Group::Footer);
+        assert_eq!(classify("mw-hide-empty-elt", true), (0, Group::None));
+        assert_eq!(classify("navy-blue", true).1, Group::None);
+        assert_eq!(classify("d-none", true).0 & HIDDEN, HIDDEN);
+        assert_eq!(classify("message-avatar", true).0 & CHROME, CHROME);
+        assert_eq!(classify("entry-content", true).0 & CONTENT, CONTENT);
+        assert_eq!(classify("comment-list", true).1, Group::Comments);
+        assert_eq!(classify("shadow", true).1, Group::None);
+    }
+}
