@@ -12,6 +12,9 @@
 //!    `wrapper_share` of that text is a wrapper and stays; so does a class group whose
 //!    elements together hold that much (the posts of a thread are `comment`s, a
 //!    script-rendered page lives in `<noscript>`), except dialogs and consent banners.
+//!    A `nav`/`header`/`footer`/`aside` is weighed by its prose instead (blocks of 40
+//!    bytes or more outside links): it stays only when it holds `semantic_share` of
+//!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
 //! 3. Root: the largest content-marked element (`article`, `main`, `itemprop=articleBody`,
 //!    content classes) holding at least `container_share` of the text, or its parent
 //!    when it is one of a run of such siblings (posts), else the body; then down into
@@ -34,6 +37,9 @@ pub struct Options {
     /// A boilerplate-marked element holding more than this share of the body's text is
     /// kept (it is a wrapper, not a sidebar).
     pub wrapper_share: f64,
+    /// A `nav`/`header`/`footer`/`aside` (or ARIA landmark) holding more than this
+    /// share of the page's prose wraps the content and stays (menus are not prose).
+    pub semantic_share: f64,
     /// A content container is chosen when it holds at least this share of the body's
     /// clean text.
     pub container_share: f64,
@@ -53,6 +59,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             wrapper_share: 0.5,
+            semantic_share: 0.7,
             container_share: 0.4,
             max_link_density: 0.5,
             link_index_ratio: 4.0,
@@ -158,21 +165,77 @@ struct Analysis {
 /// that menus do not dilute the share of the element holding the article: a class
 /// rule never removes an element holding most of the page's prose.
 fn analyze(page: &Page, opts: &Options, level: Level) -> Analysis {
-    let raw = subtree_text(page);
-    let bare = removal(page, opts, Level::Bare, &raw);
+    let skip: Vec<bool> = page.nodes.iter().map(|n| n.kind == Kind::Skip).collect();
+    let weights = |removed: &[bool], clean: &[u64]| Weights {
+        clean: clean.to_vec(),
+        prose: prose(page, removed),
+    };
+    let bare = removal(
+        page,
+        opts,
+        Level::Bare,
+        &weights(&skip, &subtree_text(page)),
+    );
     if level == Level::Bare {
         return bare;
     }
-    let structural = removal(page, opts, Level::Structural, &bare.clean);
+    let w = weights(&bare.removed, &bare.clean);
+    let structural = removal(page, opts, Level::Structural, &w);
     if level == Level::Structural {
         return structural;
     }
-    removal(page, opts, Level::All, &structural.clean)
+    let w = weights(&structural.removed, &structural.clean);
+    removal(page, opts, Level::All, &w)
 }
 
-fn removal(page: &Page, opts: &Options, level: Level, weight: &[u64]) -> Analysis {
+/// What the guards of a pass weigh elements by, from the next more lenient pass: text
+/// outside links, and prose.
+struct Weights {
+    clean: Vec<u64>,
+    prose: Vec<u64>,
+}
+
+/// A block of fewer non-space bytes outside links than this is not prose (menu items,
+/// labels, prices), and does not count toward an element's share of the page.
+const PROSE_MIN: u32 = 40;
+
+/// Prose per subtree: the text outside links of each block (its inline descendants
+/// included) that is at least [`PROSE_MIN`] long, over what `removed` leaves.
+fn prose(page: &Page, removed: &[bool]) -> Vec<u64> {
     let n = page.nodes.len();
+    let mut block_of = vec![0usize; n];
+    let mut block_text = vec![0u32; n];
+    for id in 0..n {
+        let node = &page.nodes[id];
+        block_of[id] = match (node.kind, parent(node.parent)) {
+            (Kind::Inline | Kind::Link | Kind::Skip, Some(p)) => block_of[p],
+            _ => id,
+        };
+        if !removed[id] {
+            let own = node.own_text - node.own_link.min(node.own_text);
+            block_text[block_of[id]] = block_text[block_of[id]].saturating_add(own);
+        }
+    }
+    let mut out = vec![0u64; n];
+    for id in (0..n).rev() {
+        if removed[id] {
+            continue;
+        }
+        if block_of[id] == id && block_text[id] >= PROSE_MIN {
+            out[id] += u64::from(block_text[id]);
+        }
+        if let Some(p) = parent(page.nodes[id].parent) {
+            out[p] += out[id];
+        }
+    }
+    out
+}
+
+fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Analysis {
+    let n = page.nodes.len();
+    let weight = &weights.clean;
     let total = root_total(page, weight).max(1);
+    let prose_limit = opts.semantic_share * root_total(page, &weights.prose).max(1) as f64;
     let limit = opts.wrapper_share * total as f64;
     // Text of each boilerplate group: its outermost elements that are not wrappers.
     let mut group_text = [0u64; GROUPS];
@@ -202,7 +265,12 @@ fn removal(page: &Page, opts: &Options, level: Level, weight: &[u64]) -> Analysi
         removed[id] = inherited
             || node.kind == Kind::Skip
             || node.flags & HIDDEN != 0 && small
-            || group_rule && (small || node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
+            || group_rule
+                && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
+                    weights.prose[id] as f64 <= prose_limit
+                } else {
+                    small
+                }
             || level == Level::All && node.flags & CHROME != 0 && small;
     }
     let clean = clean_text(page, &removed);
