@@ -2,6 +2,8 @@
 //! document breaks. Ratios count Unicode scalar values, as the reference (Python)
 //! implementations do.
 
+use std::borrow::Cow;
+
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +20,9 @@ fn is_terminal(c: char) -> bool {
 }
 
 fn is_punctuation(c: char) -> bool {
+    if c.is_ascii_alphanumeric() {
+        return false;
+    }
     PUNCTUATION.binary_search(&c).is_ok() || is_terminal(c)
 }
 
@@ -145,13 +150,15 @@ fn char_sums(words: &[&str]) -> Vec<usize> {
     sums
 }
 
-fn top_ngram_chars(words: &[&str], sums: &[usize], n: usize) -> Option<usize> {
-    if n == 0 || words.len() < n {
+/// Characters of the most frequent word n-gram (the first seen among equals) times its
+/// count. N-grams are compared by the hash of their words (see [`word_hashes`]).
+fn top_ngram_chars(hashes: &[(u64, u64)], sums: &[usize], n: usize) -> Option<usize> {
+    if n == 0 || hashes.len() < n {
         return None;
     }
-    let mut counts: HashMap<&[&str], (usize, usize)> = HashMap::with_capacity(words.len());
-    for (i, gram) in words.windows(n).enumerate() {
-        counts.entry(gram).or_insert((0, i)).0 += 1;
+    let mut counts: HashMap<u64, (usize, usize)> = HashMap::with_capacity(hashes.len());
+    for i in 0..=hashes.len() - n {
+        counts.entry(gram_hash(hashes, i, n)).or_insert((0, i)).0 += 1;
     }
     let (_, (count, first)) = counts
         .into_iter()
@@ -159,6 +166,16 @@ fn top_ngram_chars(words: &[&str], sums: &[usize], n: usize) -> Option<usize> {
     // The n-gram joined with spaces, times its count.
     let len = sums[first + n] - sums[first] + n - 1;
     Some(len * count)
+}
+
+/// Hash of the words `i..i + n`, separated (a top n-gram is a tuple of words).
+fn gram_hash(hashes: &[(u64, u64)], i: usize, n: usize) -> u64 {
+    hashes[i..i + n].iter().fold(0u64, |acc, &(h, pow)| {
+        acc.wrapping_mul(pow)
+            .wrapping_add(h)
+            .wrapping_mul(BASE)
+            .wrapping_add(0x9e37_79b9)
+    })
 }
 
 /// Polynomial hash of a byte string; `h(xy) = h(x) * B^|y| + h(y)`, so n-grams compare
@@ -179,16 +196,59 @@ fn word_hashes(words: &[&str]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn repeated_ngram_chars(hashes: &[(u64, u64)], sums: &[usize], n: usize) -> usize {
-    let gram_hash = |i: usize| {
-        hashes[i..i + n]
-            .iter()
-            .fold(0u64, |acc, &(h, pow)| acc.wrapping_mul(pow).wrapping_add(h))
-    };
-    let mut seen = HashSet::with_capacity(hashes.len());
+/// Concatenation hashes of word windows in O(1) each: `prefix[k]` hashes words `0..k`
+/// and the hash of words `i..j` is `prefix[j] - prefix[i] * B^(bytes of i..j)`, equal
+/// to folding the words' `(h, pow)` from `i` to `j`.
+struct Windows {
+    prefix: Vec<u64>,
+    /// Bytes before each word.
+    offset: Vec<usize>,
+    /// `B^k` for every k up to the longest window asked for.
+    powers: Vec<u64>,
+}
+
+impl Windows {
+    fn new(words: &[&str], hashes: &[(u64, u64)], max_n: usize) -> Self {
+        let mut prefix = Vec::with_capacity(hashes.len() + 1);
+        let mut offset = Vec::with_capacity(words.len() + 1);
+        let (mut p, mut o) = (0u64, 0usize);
+        prefix.push(p);
+        offset.push(o);
+        for (w, &(h, pow)) in words.iter().zip(hashes) {
+            p = p.wrapping_mul(pow).wrapping_add(h);
+            o += w.len();
+            prefix.push(p);
+            offset.push(o);
+        }
+        let longest = (0..words.len().saturating_sub(max_n.saturating_sub(1)))
+            .map(|i| offset[(i + max_n).min(words.len())] - offset[i])
+            .max()
+            .unwrap_or(0);
+        let mut powers = Vec::with_capacity(longest + 1);
+        let mut x = 1u64;
+        for _ in 0..=longest {
+            powers.push(x);
+            x = x.wrapping_mul(BASE);
+        }
+        Windows {
+            prefix,
+            offset,
+            powers,
+        }
+    }
+
+    fn hash(&self, i: usize, n: usize) -> u64 {
+        let bytes = self.offset[i + n] - self.offset[i];
+        self.prefix[i + n].wrapping_sub(self.prefix[i].wrapping_mul(self.powers[bytes]))
+    }
+}
+
+fn repeated_ngram_chars(windows: &Windows, sums: &[usize], n: usize) -> usize {
+    let words = sums.len() - 1;
+    let mut seen = HashSet::with_capacity(words);
     let (mut repeated, mut i) = (0, 0);
-    while n > 0 && i + n <= hashes.len() {
-        if seen.insert(gram_hash(i)) {
+    while n > 0 && i + n <= words {
+        if seen.insert(windows.hash(i, n)) {
             i += 1;
         } else {
             repeated += sums[i + n] - sums[i];
@@ -226,8 +286,9 @@ impl GopherRepetition {
             return Some("dup_line_char_frac");
         }
         let sums = char_sums(words);
+        let hashes = word_hashes(words);
         for &(n, frac) in &self.top_ngram_char_frac {
-            if let Some(top) = top_ngram_chars(words, &sums, n)
+            if let Some(top) = top_ngram_chars(&hashes, &sums, n)
                 && top as f64 / len > frac
             {
                 return Some(match n {
@@ -238,9 +299,10 @@ impl GopherRepetition {
                 });
             }
         }
-        let hashes = word_hashes(words);
+        let max_n = self.dup_ngram_char_frac.iter().map(|&(n, _)| n).max();
+        let windows = Windows::new(words, &hashes, max_n.unwrap_or(0));
         for &(n, frac) in &self.dup_ngram_char_frac {
-            if repeated_ngram_chars(&hashes, &sums, n) as f64 / len > frac {
+            if repeated_ngram_chars(&windows, &sums, n) as f64 / len > frac {
                 return Some(match n {
                     5 => "duplicated_5_n_grams",
                     6 => "duplicated_6_n_grams",
@@ -367,12 +429,20 @@ impl GopherQuality {
         if (alpha as f64) / n < self.min_alpha_words_ratio {
             return Some("gopher_below_alpha_threshold");
         }
-        let present: HashSet<&str> = words.iter().copied().collect();
-        let stop = self
-            .stop_words
-            .iter()
-            .filter(|s| present.contains(s.as_str()))
-            .count();
+        // Distinct stop words, counted until there are enough.
+        let mut found = vec![false; self.stop_words.len()];
+        let mut stop = 0;
+        for w in words {
+            if stop >= self.min_stop_words {
+                break;
+            }
+            if let Some(k) = self.stop_words.iter().position(|s| s == w)
+                && !found[k]
+            {
+                found[k] = true;
+                stop += 1;
+            }
+        }
         if stop < self.min_stop_words {
             return Some("gopher_enough_stop_words");
         }
@@ -429,7 +499,10 @@ const POLICY: [&str; 6] = [
 ];
 
 /// Removes Wikipedia-style citations: `[12]`, `[]`, `[edit]`, `[citation needed]`.
-fn remove_citations(line: &str) -> String {
+fn remove_citations(line: &str) -> Cow<'_, str> {
+    if !line.contains('[') {
+        return Cow::Borrowed(line);
+    }
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     while let Some(i) = rest.find('[') {
@@ -451,7 +524,7 @@ fn remove_citations(line: &str) -> String {
         }
     }
     out.push_str(rest);
-    out
+    Cow::Owned(out)
 }
 
 /// Sentences in a line, counted as spaCy's sentencizer splits them: a new sentence
@@ -480,8 +553,9 @@ fn count_sentences(line: &str) -> usize {
 impl C4 {
     /// Removes lines; returns the new text, or the reason the page is dropped.
     pub fn apply(&self, text: &str) -> Result<Option<String>, &'static str> {
-        let mut kept: Vec<String> = Vec::new();
+        let mut kept: Vec<Cow<'_, str>> = Vec::new();
         let mut sentences = 0;
+        let mut lower = String::new();
         for raw in splitlines(text) {
             let line = raw.trim();
             let words: Vec<&str> = line.split_whitespace().collect();
@@ -491,7 +565,7 @@ impl C4 {
             let line = if self.remove_citations {
                 remove_citations(line)
             } else {
-                line.to_string()
+                Cow::Borrowed(line)
             };
             if self.filter_no_terminal_punct
                 && (!line.ends_with(['.', '?', '!', '"', '\'']) || line.ends_with("..."))
@@ -501,7 +575,10 @@ impl C4 {
             if words.len() < self.min_words_per_line {
                 continue;
             }
-            let lower = line.to_lowercase();
+            // The phrases looked for are ASCII: lowercasing ASCII letters finds them
+            // as Python's lower() does.
+            lower.clear();
+            lower.extend(line.chars().map(|c| c.to_ascii_lowercase()));
             if self.filter_lorem_ipsum && lower.contains("lorem ipsum") {
                 return Err("lorem_ipsum");
             }
@@ -514,7 +591,10 @@ impl C4 {
             if self.filter_policy && POLICY.iter().any(|p| lower.contains(p)) {
                 continue;
             }
-            sentences += count_sentences(&line);
+            // Only whether there are enough sentences matters: stop counting then.
+            if sentences < self.min_num_sentences {
+                sentences += count_sentences(&line);
+            }
             kept.push(line);
         }
         if sentences < self.min_num_sentences {
@@ -585,7 +665,9 @@ impl FineWeb {
         if dup_chars as f64 / body as f64 > self.char_duplicates_ratio {
             return Some("char_dup_ratio");
         }
-        let words = words.unwrap_or_else(|| split_words(text).len()).max(1);
+        let words = words
+            .unwrap_or_else(|| crate::words::count_words(text))
+            .max(1);
         if text.matches('\n').count() as f64 / words as f64 > self.new_line_ratio {
             return Some("list_ratio");
         }

@@ -136,7 +136,24 @@ pub fn split_words(text: &str) -> Vec<&str> {
     out
 }
 
+/// The number of words [`split_words`] finds, without keeping them.
+pub fn count_words(text: &str) -> usize {
+    let mut buf = Vec::new();
+    let mut count = 0;
+    for chunk in text.split_whitespace() {
+        buf.clear();
+        split_chunk(chunk, &mut buf);
+        count += buf.len();
+    }
+    count
+}
+
 fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
+    // Most chunks are plain ASCII letters and digits: one word, no rule applies.
+    if chunk.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        out.push(chunk);
+        return;
+    }
     if chunk.chars().any(unspaced) {
         let mut start = 0;
         for (i, c) in chunk.char_indices() {
@@ -259,9 +276,17 @@ fn splits_period(before: &str) -> bool {
 }
 
 fn contraction(s: &str) -> Option<(&str, &str)> {
-    let lower = s.to_lowercase();
+    // Every clitic holds an apostrophe: most words have none.
+    if !s.contains(['\'', '’']) {
+        return None;
+    }
+    let ends_ci = |suffix: &str| {
+        s.len() > suffix.len()
+            && s.is_char_boundary(s.len() - suffix.len())
+            && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+    };
     for clitic in ["n't", "n’t"] {
-        if lower.ends_with(clitic) && s.len() > clitic.len() {
+        if ends_ci(clitic) {
             let at = s.len() - clitic.len();
             return Some((&s[..at], &s[at..]));
         }
@@ -269,8 +294,10 @@ fn contraction(s: &str) -> Option<(&str, &str)> {
     for clitic in [
         "'m", "'re", "'ve", "'ll", "'d", "’m", "’re", "’ve", "’ll", "’d",
     ] {
-        if let Some(stem) = lower.strip_suffix(clitic)
-            && CONTRACTING.contains(&stem)
+        if (ends_ci(clitic) || s.len() == clitic.len() && s.eq_ignore_ascii_case(clitic))
+            && CONTRACTING
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(&s[..s.len() - clitic.len()]))
         {
             let at = s.len() - clitic.len();
             return Some((&s[..at], &s[at..]));
@@ -282,6 +309,13 @@ fn contraction(s: &str) -> Option<(&str, &str)> {
 /// Splits hyphens, slashes, commas and colons between letters, and `+ - * ^` between
 /// digits, keeping the separator as its own word.
 fn split_infixes<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    // Most words hold no separator at all.
+    if !s.contains([
+        '-', '–', '—', '~', '/', ':', '<', '>', '=', ',', '+', '*', '^',
+    ]) {
+        out.push(s);
+        return;
+    }
     let chars: Vec<(usize, char)> = s.char_indices().collect();
     let mut start = 0;
     for w in 1..chars.len().saturating_sub(1) {
@@ -318,6 +352,7 @@ mod tests {
 
     fn check(text: &str, expected: &[&str]) {
         assert_eq!(split_words(text), expected, "{text:?}");
+        assert_eq!(count_words(text), expected.len(), "{text:?}");
     }
 
     #[test]
