@@ -3,8 +3,9 @@
 //!
 //! The rules, in order:
 //! 1. Removed with their content: scripts, styles, form controls, embeds; hidden
-//!    elements (`hidden`, `aria-hidden`, `display:none`, hide classes) unless they hold
-//!    most of the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`),
+//!    elements (`hidden`, `aria-hidden`, `display:none`, hide classes) that hold no
+//!    prose (a collapsed FAQ answer or a closed tab is content a reader opens; a hidden
+//!    menu or label is not) or most of the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`),
 //!    ARIA role or class/id words (see [`crate::classes`]) name a boilerplate group;
 //!    per-post chrome of threads (user cards, signatures, votes).
 //! 2. Guards: shares are measured in the text outside links that the next more lenient
@@ -59,7 +60,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             wrapper_share: 0.5,
-            semantic_share: 0.7,
+            semantic_share: 0.85,
             container_share: 0.4,
             max_link_density: 0.5,
             link_index_ratio: 4.0,
@@ -264,7 +265,7 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             || group_text[node.group as usize] as f64 <= limit);
         removed[id] = inherited
             || node.kind == Kind::Skip
-            || node.flags & HIDDEN != 0 && small
+            || node.flags & HIDDEN != 0 && small && weights.prose[id] == 0
             || group_rule
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
                     weights.prose[id] as f64 <= prose_limit
@@ -686,6 +687,18 @@ mod tests {
         assert_eq!(
             text(r#"<body><p><a href="/">Home</a> <a href="/a">About</a></p></body>"#),
             ""
+        );
+    }
+
+    #[test]
+    fn hidden_prose_stays_hidden_chrome_goes() {
+        let html = r#"<body><h1>Questions</h1><p>What follows are the questions our readers ask most often about the ferry.</p>
+            <div class="faq-answer" hidden><p>The ferry leaves every hour from the north pier, and the crossing takes twenty minutes.</p></div>
+            <div aria-hidden="true"><span>Open menu</span></div>
+            <div style="display: none">Loading…</div></body>"#;
+        assert_eq!(
+            text(html),
+            "Questions\nWhat follows are the questions our readers ask most often about the ferry.\nThe ferry leaves every hour from the north pier, and the crossing takes twenty minutes."
         );
     }
 
