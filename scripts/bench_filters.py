@@ -134,6 +134,10 @@ def compare(corpus, ours_path, model_path, warc=None):
     print(f"{'toxicity (urls, words, fastText)':<30}{ours['toxicity_docs_per_s']:>12.0f}")
     if warc:
         print(f"{'extract -> ... -> toxicity':<30}{ours['extract_fused_toxicity_pages_per_s']:>12.0f}")
+        print(f"\ntokenmill per stage on these pages, one core, ms per document "
+              f"({ours['page_texts']} texts extracted from {ours['pages']} pages):")
+        for key, name in [("extract", "extract (per page)"), ("langid", "langid"), ("quality", "quality (4 families)")]:
+            print(f"{name:<30}{ours[f'page_{key}_ms']:>12.3f}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@
 //! 4. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
 //! 5. A line whose text is mostly link text is dropped, unless the page is a link
-//!    index (tables of contents, indexes of terms), which is kept whole.
+//!    index (tables of contents, indexes of terms), which is kept whole. A line of 30
+//!    bytes or more already written is not written again (outside `<pre>` and tables).
 //! 6. Fallback: while the text is under 250 bytes, the page is extracted again without
 //!    the class/id rules, then without the tag rules; when even that is empty, the
 //!    densest block of text outside links is taken. A page is empty only when it has
@@ -467,6 +468,20 @@ struct Lines<'a> {
     keep_links: bool,
     /// The line is preformatted: keep its leading whitespace.
     indent: bool,
+    /// Hashes of the lines written of at least [`REPEAT_MIN`] bytes, outside `<pre>`.
+    seen: std::collections::HashSet<u64>,
+}
+
+/// A line of this many non-space bytes or more that was already written is left out:
+/// the same paragraph twice on a page is a copy for another screen size, a quote of an
+/// earlier post, a teaser repeated (code in `<pre>` is exempt).
+const REPEAT_MIN: usize = 30;
+
+fn line_hash(line: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    line.hash(&mut h);
+    h.finish()
 }
 
 impl Lines<'_> {
@@ -480,7 +495,12 @@ impl Lines<'_> {
         if !text_enough {
             self.dropped += self.solid;
         }
-        if self.solid > 0 && text_enough {
+        let repeated = text_enough
+            && !self.indent
+            && self.cells == 0
+            && self.solid >= REPEAT_MIN
+            && !self.seen.insert(line_hash(line.trim_start()));
+        if self.solid > 0 && text_enough && !repeated {
             self.kept += self.solid;
             if !self.out.is_empty() {
                 self.out.push('\n');
@@ -574,6 +594,7 @@ fn render_lines(
         kept: 0,
         dropped: 0,
         keep_links,
+        seen: Default::default(),
     };
     let mut pre = 0u32;
     let mut i = from;
@@ -699,6 +720,20 @@ mod tests {
         assert_eq!(
             text(html),
             "Questions\nWhat follows are the questions our readers ask most often about the ferry.\nThe ferry leaves every hour from the north pier, and the crossing takes twenty minutes."
+        );
+    }
+
+    #[test]
+    fn repeated_paragraphs_once_and_article_headers_kept() {
+        let html = r#"<body><header class="site-header"><a href="/">Home</a> Tide tables for every harbour</header>
+            <article><header><h1>Spring tides</h1><p>Why the highest tides come twice a month, and when to expect them.</p></header>
+            <p>The sun and the moon pull on the sea together at new and full moon.</p>
+            <div class="mobile-only"><p>The sun and the moon pull on the sea together at new and full moon.</p></div>
+            <pre>tide
+tide</pre></article></body>"#;
+        assert_eq!(
+            text(html),
+            "Spring tides\nWhy the highest tides come twice a month, and when to expect them.\nThe sun and the moon pull on the sea together at new and full moon.\ntide\ntide"
         );
     }
 

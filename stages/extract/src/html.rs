@@ -113,6 +113,8 @@ const HTML: u64 = h(b"html");
 /// Name hash of `<h1>`.
 pub const H1: u64 = h(b"h1");
 const HEAD: u64 = h(b"head");
+const ARTICLE: u64 = h(b"article");
+const MAIN: u64 = h(b"main");
 const OPTION: u64 = h(b"option");
 const BR: u64 = h(b"br");
 const HR: u64 = h(b"hr");
@@ -172,6 +174,15 @@ impl Builder<'_> {
                 self.links = self.links.saturating_sub(1);
             }
         }
+    }
+
+    /// Whether one of `names` is open (looking at most `END_TAG_SEARCH` levels down).
+    fn inside(&self, names: &[u64]) -> bool {
+        self.stack
+            .iter()
+            .rev()
+            .take(END_TAG_SEARCH)
+            .any(|&id| names.contains(&self.page.nodes[id as usize].name))
     }
 
     /// Closes elements down to (and including) the nearest `name` when it is open
@@ -287,6 +298,12 @@ impl Builder<'_> {
         } else if marks.role_group != Group::None {
             group = marks.role_group;
             flags |= SEMANTIC;
+        }
+        // The header of an article or of the main content (a `<header>`, or a class
+        // saying so) holds its title and introduction, not the site's masthead.
+        if group == Group::Header && self.inside(&[ARTICLE, MAIN]) {
+            group = Group::None;
+            flags &= !SEMANTIC;
         }
         let id = self.page.nodes.len() as u32;
         let parent = self.stack.last().copied().unwrap_or(u32::MAX);

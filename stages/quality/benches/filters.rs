@@ -67,6 +67,15 @@ fn main() {
         out["extract_kept"] = extract_kept.into();
         out["extract_fused_pages_per_s"] = all_rate.into();
         out["extract_fused_kept"] = all_kept.into();
+        // Each stage alone on the text extracted from these pages (web text, not the
+        // documentation corpus above), in milliseconds per document.
+        let mut texts = pages.clone();
+        texts.retain_mut(|d| extract.process(d) == Verdict::Keep);
+        let ms = |stages: &[&dyn Stage]| 1000.0 / rate(&texts, stages).0;
+        out["page_texts"] = texts.len().into();
+        out["page_extract_ms"] = (1000.0 / extract_rate).into();
+        out["page_langid_ms"] = ms(&[&langid]).into();
+        out["page_quality_ms"] = ms(&[&quality]).into();
         let mut chain: Vec<&dyn Stage> = vec![&extract, &langid, &quality];
         chain.extend(toxicity.iter().copied());
         let (tox_rate, tox_kept) = time_pages(&chain);
