@@ -108,6 +108,7 @@ const WORDS: &[(&str, Group)] = &[
     ("dateline", Group::Meta),
     ("widget*", Group::Widgets),
     ("toolbar", Group::Widgets),
+    ("editsection", Group::Widgets),
     ("search*", Group::Widgets),
 ];
 

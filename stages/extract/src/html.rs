@@ -338,7 +338,8 @@ impl Builder<'_> {
         if name_hash == HEAD {
             self.head_open = false;
         }
-        if !self.close_to(name_hash, &[]) && name_hash == P {
+        // An end tag never closes the body (a `<form>` opened around it, say).
+        if !self.close_to(name_hash, &[BODY]) && name_hash == P {
             self.page.events.push(Event::Break);
         }
     }
