@@ -24,7 +24,8 @@
 //! 4. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
 //! 5. A line whose text is mostly link text is dropped, unless the page is a link
-//!    index (tables of contents, indexes of terms), which is kept whole. A line of 30
+//!    index (tables of contents, indexes of terms), which is kept whole; headings are
+//!    kept whatever their links (the titles of a listing). A line of 30
 //!    bytes or more already written is not written again (outside `<pre>` and tables).
 //! 6. Fallback: while the text is under 250 bytes, the page is extracted again without
 //!    the class/id rules, then without the tag rules; when even that is empty, the
@@ -468,6 +469,8 @@ struct Lines<'a> {
     keep_links: bool,
     /// The line is preformatted: keep its leading whitespace.
     indent: bool,
+    /// The line is a heading (kept whatever its links: the titles of a listing).
+    heading: bool,
     /// Hashes of the lines written of at least [`REPEAT_MIN`] bytes, outside `<pre>`.
     seen: std::collections::HashSet<u64>,
 }
@@ -491,6 +494,7 @@ impl Lines<'_> {
         // tables; other lines must be mostly text.
         let text_enough = self.keep_links
             || self.cells > 0
+            || self.heading
             || (self.linked as f64) <= self.opts.max_link_density * self.solid as f64;
         if !text_enough {
             self.dropped += self.solid;
@@ -510,6 +514,7 @@ impl Lines<'_> {
                 .push_str(if self.indent { line } else { line.trim_start() });
         }
         self.indent = false;
+        self.heading = false;
         self.line.clear();
         self.solid = 0;
         self.linked = 0;
@@ -595,6 +600,7 @@ fn render_lines(
         dropped: 0,
         keep_links,
         seen: Default::default(),
+        heading: false,
     };
     let mut pre = 0u32;
     let mut i = from;
@@ -611,7 +617,10 @@ fn render_lines(
                     continue;
                 }
                 match node.kind {
-                    Kind::Block => lines.flush(),
+                    Kind::Block => {
+                        lines.flush();
+                        lines.heading = crate::html::HEADINGS.contains(&node.name);
+                    }
                     Kind::Item => {
                         lines.flush();
                         lines.prefix = "- ";
@@ -735,6 +744,21 @@ tide</pre></article></body>"#;
             text(html),
             "Spring tides\nWhy the highest tides come twice a month, and when to expect them.\nThe sun and the moon pull on the sea together at new and full moon.\ntide\ntide"
         );
+    }
+
+    #[test]
+    fn listing_titles_are_kept_though_they_are_links() {
+        let html = r#"<body><h1>Air fryer recipes</h1><p>Quick dinners for busy weeknights, all made in the air fryer.</p>
+            <article><h2><a href="/salmon">Sticky salmon bites</a></h2><p>Ready in fifteen minutes with a honey glaze.</p></article>
+            <article><h2><a href="/tacos">Fish tacos with mango salsa</a></h2><p>Crisp fish, sweet salsa and warm tortillas.</p></article>
+            <p><a href="/page/2">Next page</a></p></body>"#;
+        let got = text(html);
+        assert!(
+            got.contains("Sticky salmon bites\nReady in fifteen"),
+            "{got}"
+        );
+        assert!(got.contains("Fish tacos with mango salsa"), "{got}");
+        assert!(!got.contains("Next page"), "{got}");
     }
 
     #[test]
