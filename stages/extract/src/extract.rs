@@ -23,7 +23,8 @@
 //!    footers beside the content fall away).
 //! 4. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
-//! 5. A line whose text is mostly link text is dropped, unless the page is a link
+//! 5. A line under 30 bytes whose text is mostly link text (a menu item, a tag) is
+//!    dropped; longer ones are titles (of a listing, a product grid). Unless the page is a link
 //!    index (tables of contents, indexes of terms), which is kept whole; headings are
 //!    kept whatever their links (the titles of a listing). A line of 30
 //!    bytes or more already written is not written again (outside `<pre>` and tables).
@@ -475,6 +476,9 @@ struct Lines<'a> {
     seen: std::collections::HashSet<u64>,
 }
 
+/// A link line this long (non-space bytes) is a title, not a menu item: kept.
+const LONG_LINK_LINE: usize = 30;
+
 /// A line of this many non-space bytes or more that was already written is left out:
 /// the same paragraph twice on a page is a copy for another screen size, a quote of an
 /// earlier post, a teaser repeated (code in `<pre>` is exempt).
@@ -495,6 +499,7 @@ impl Lines<'_> {
         let text_enough = self.keep_links
             || self.cells > 0
             || self.heading
+            || self.solid >= LONG_LINK_LINE
             || (self.linked as f64) <= self.opts.max_link_density * self.solid as f64;
         if !text_enough {
             self.dropped += self.solid;
