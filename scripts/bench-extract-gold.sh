@@ -59,5 +59,5 @@ if [ "$(nproc)" -ge 2 ]; then
   for k in 1 2 3 4; do ln -sf "$(pwd)/$work/pages.warc.gz" "$work/x4/part-$k.warc.gz"; done
   t1="$(wall taskset -c 0 target/release/mill-extract --input "$work/x4" --output "$work/t1" --threads 1 --force --log-format json)"
   t2="$(wall taskset -c 0,1 target/release/mill-extract --input "$work/x4" --output "$work/t2" --threads 2 --force --log-format json)"
-  $py -c 'import sys; a, b = map(float, sys.argv[1:]); print(f"\nmill-extract on {4 * int(sys.argv[3])} pages: 1 thread {a:.2f} s, 2 threads {b:.2f} s, speedup {a / b:.2f}x")' "$t1" "$t2" "$n"
+  $py -c 'import sys; a, b = map(float, sys.argv[1:3]); print(f"\nmill-extract on {4 * int(sys.argv[3])} pages: 1 thread {a:.2f} s, 2 threads {b:.2f} s, speedup {a / b:.2f}x")' "$t1" "$t2" "$n"
 fi

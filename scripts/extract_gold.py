@@ -209,11 +209,11 @@ def cause(text, gold, s):
         return "empty output"
     if s["r"] < 0.5 and s["r"] <= s["p"]:
         missed = [w for w, hit in zip([x for x in gold["with"] if x.strip()], s["with"]) if not hit]
-        what = f'; missed e.g. "{missed[0][:60]}"' if missed else ""
+        what = f'; missed e.g. "{fold(missed[0])[:60]}"' if missed else ""
         return f"main text missed: recall {s['r']:.2f} ({sum(words(text).values())} words out, {sum(words(gold['text']).values())} in gold){what}"
     found = [w for w, hit in zip([x for x in gold["without"] if x.strip()], s["without"]) if hit]
     top = " ".join(w for w, _ in s["extra"].most_common(6))
-    what = f'; kept "{found[0][:50]}"' if found else f"; extra words: {top}"
+    what = f'; kept "{fold(found[0])[:50]}"' if found else f"; extra words: {top}"
     return f"boilerplate kept: precision {s['p']:.2f} ({sum(s['extra'].values())} extra words){what}"
 
 
