@@ -42,28 +42,30 @@ fn main() -> anyhow::Result<()> {
             std::hint::black_box(c.fineweb.check(t));
         });
     }
-    let words_of: Vec<Vec<&str>> = texts
-        .iter()
-        .map(|t| quality::words::split_words(t))
-        .collect();
-    let mut r = c.gopher_repetition.clone();
-    let full = r.clone();
-    r.top_ngram_char_frac.clear();
-    r.dup_ngram_char_frac.clear();
-    let time_words = |name: &str, rule: &quality::GopherRepetition| {
-        let start = Instant::now();
-        for (t, w) in texts.iter().zip(&words_of) {
-            std::hint::black_box(rule.check_words(t, w));
-        }
-        println!(
-            "{name:<20} {:8.3} ms/doc",
-            start.elapsed().as_secs_f64() * 1000.0 / n
-        );
-    };
-    time_words("rep: lines+paras", &r);
-    r.top_ngram_char_frac = full.top_ngram_char_frac.clone();
-    time_words("rep: + top n-grams", &r);
-    time_words("rep: all", &full);
+    if !only_stage {
+        let words_of: Vec<Vec<&str>> = texts
+            .iter()
+            .map(|t| quality::words::split_words(t))
+            .collect();
+        let mut r = c.gopher_repetition.clone();
+        let full = r.clone();
+        r.top_ngram_char_frac.clear();
+        r.dup_ngram_char_frac.clear();
+        let time_words = |name: &str, rule: &quality::GopherRepetition| {
+            let start = Instant::now();
+            for (t, w) in texts.iter().zip(&words_of) {
+                std::hint::black_box(rule.check_words(t, w));
+            }
+            println!(
+                "{name:<20} {:8.3} ms/doc",
+                start.elapsed().as_secs_f64() * 1000.0 / n
+            );
+        };
+        time_words("rep: lines+paras", &r);
+        r.top_ngram_char_frac = full.top_ngram_char_frac.clone();
+        time_words("rep: + top n-grams", &r);
+        time_words("rep: all", &full);
+    }
     let q = quality::Quality::new(c.clone());
     time("whole stage", &|t| {
         let mut s = t.to_string();

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashSet, HashSetExt};
 
 use serde::{Deserialize, Serialize};
 
@@ -152,17 +152,25 @@ fn char_sums(words: &[&str]) -> Vec<usize> {
 
 /// Characters of the most frequent word n-gram (the first seen among equals) times its
 /// count. N-grams are compared by the hash of their words (see [`word_hashes`]).
-fn top_ngram_chars(hashes: &[(u64, u64)], sums: &[usize], n: usize) -> Option<usize> {
+fn top_ngram_chars(
+    hashes: &[(u64, u64)],
+    sums: &[usize],
+    n: usize,
+    counts: &mut Counts,
+) -> Option<usize> {
     if n == 0 || hashes.len() < n {
         return None;
     }
-    let mut counts: HashMap<u64, (usize, usize)> = HashMap::with_capacity(hashes.len());
+    counts.reset(hashes.len());
+    // Most frequent; among equals, the one seen first.
+    let (mut count, mut first) = (0u32, 0u32);
     for i in 0..=hashes.len() - n {
-        counts.entry(gram_hash(hashes, i, n)).or_insert((0, i)).0 += 1;
+        let (c, f) = counts.add(gram_hash(hashes, i, n), i as u32);
+        if c > count || (c == count && f < first) {
+            (count, first) = (c, f);
+        }
     }
-    let (_, (count, first)) = counts
-        .into_iter()
-        .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(&a.1.1)))?;
+    let (count, first) = (count as usize, first as usize);
     // The n-gram joined with spaces, times its count.
     let len = sums[first + n] - sums[first] + n - 1;
     Some(len * count)
@@ -176,6 +184,51 @@ fn gram_hash(hashes: &[(u64, u64)], i: usize, n: usize) -> u64 {
             .wrapping_mul(BASE)
             .wrapping_add(0x9e37_79b9)
     })
+}
+
+/// A set of u64 keys (hashes already) with a count and a first position per key: open
+/// addressing with linear probing, cleared and reused between passes. Several times
+/// cheaper than a general hash map for the few hundred to few thousand keys of a page.
+struct Counts {
+    slots: Vec<(u64, u32, u32)>,
+    mask: usize,
+}
+
+impl Counts {
+    fn new() -> Self {
+        Counts {
+            slots: Vec::new(),
+            mask: 0,
+        }
+    }
+
+    /// Empties the table, sized for `n` keys.
+    fn reset(&mut self, n: usize) {
+        let size = (2 * n.max(8)).next_power_of_two();
+        self.slots.clear();
+        self.slots.resize(size, (0, 0, 0));
+        self.mask = size - 1;
+    }
+
+    /// Counts `key` seen at `pos`; returns its count so far (1 for a new key) and the
+    /// position it was first seen at.
+    fn add(&mut self, key: u64, pos: u32) -> (u32, u32) {
+        // 0 marks an empty slot.
+        let key = key.max(1);
+        let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & self.mask;
+        loop {
+            let slot = &mut self.slots[i];
+            if slot.0 == key {
+                slot.1 += 1;
+                return (slot.1, slot.2);
+            }
+            if slot.0 == 0 {
+                *slot = (key, 1, pos);
+                return (1, pos);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
 }
 
 /// Polynomial hash of a byte string; `h(xy) = h(x) * B^|y| + h(y)`, so n-grams compare
@@ -243,12 +296,12 @@ impl Windows {
     }
 }
 
-fn repeated_ngram_chars(windows: &Windows, sums: &[usize], n: usize) -> usize {
+fn repeated_ngram_chars(windows: &Windows, sums: &[usize], n: usize, seen: &mut Counts) -> usize {
     let words = sums.len() - 1;
-    let mut seen = HashSet::with_capacity(words);
+    seen.reset(words);
     let (mut repeated, mut i) = (0, 0);
     while n > 0 && i + n <= words {
-        if seen.insert(windows.hash(i, n)) {
+        if seen.add(windows.hash(i, n), i as u32).0 == 1 {
             i += 1;
         } else {
             repeated += sums[i + n] - sums[i];
@@ -287,8 +340,9 @@ impl GopherRepetition {
         }
         let sums = char_sums(words);
         let hashes = word_hashes(words);
+        let mut counts = Counts::new();
         for &(n, frac) in &self.top_ngram_char_frac {
-            if let Some(top) = top_ngram_chars(&hashes, &sums, n)
+            if let Some(top) = top_ngram_chars(&hashes, &sums, n, &mut counts)
                 && top as f64 / len > frac
             {
                 return Some(match n {
@@ -302,7 +356,7 @@ impl GopherRepetition {
         let max_n = self.dup_ngram_char_frac.iter().map(|&(n, _)| n).max();
         let windows = Windows::new(words, &hashes, max_n.unwrap_or(0));
         for &(n, frac) in &self.dup_ngram_char_frac {
-            if repeated_ngram_chars(&windows, &sums, n) as f64 / len > frac {
+            if repeated_ngram_chars(&windows, &sums, n, &mut counts) as f64 / len > frac {
                 return Some(match n {
                     5 => "duplicated_5_n_grams",
                     6 => "duplicated_6_n_grams",
