@@ -289,38 +289,33 @@ const LINK_WEIGHT_QUARTERS: u64 = 1;
 
 /// `clean` plus a share of the link text outside removed elements, per subtree.
 fn kept_text(page: &Page, removed: &[bool], clean: &[u64]) -> Vec<u64> {
-    let n = page.nodes.len();
-    let mut link = vec![0u64; n];
-    for id in (0..n).rev() {
-        if removed[id] {
-            continue;
-        }
-        let node = &page.nodes[id];
-        link[id] += u64::from(node.own_link.min(node.own_text));
-        if let Some(p) = parent(node.parent) {
-            link[p] += link[id];
-        }
-    }
-    (0..n)
+    let link = subtree_sum(page, removed, |n| n.own_link.min(n.own_text));
+    (0..page.nodes.len())
         .map(|i| 4 * clean[i] + LINK_WEIGHT_QUARTERS * link[i])
         .collect()
 }
 
 /// Text outside links and removed elements, per subtree.
 fn clean_text(page: &Page, removed: &[bool]) -> Vec<u64> {
+    subtree_sum(page, removed, |n| n.own_text - n.own_link.min(n.own_text))
+}
+
+/// Sums `own` over each subtree, leaving out removed elements (children have larger
+/// ids than their parents).
+fn subtree_sum(page: &Page, removed: &[bool], own: impl Fn(&crate::html::Node) -> u32) -> Vec<u64> {
     let n = page.nodes.len();
-    let mut clean = vec![0u64; n];
+    let mut sum = vec![0u64; n];
     for id in (0..n).rev() {
         if removed[id] {
             continue;
         }
         let node = &page.nodes[id];
-        clean[id] += u64::from(node.own_text - node.own_link.min(node.own_text));
+        sum[id] += u64::from(own(node));
         if let Some(p) = parent(node.parent) {
-            clean[p] += clean[id];
+            sum[p] += sum[id];
         }
     }
-    clean
+    sum
 }
 
 fn extract_pass(page: &Page, opts: &Options, level: Level) -> String {
