@@ -3,11 +3,11 @@
 //!
 //! The rules, in order:
 //! 1. Removed with their content: scripts, styles, form controls, embeds; hidden
-//!    elements (`hidden`, `aria-hidden`, `display:none`, hide classes) that hold no
+//!    elements (`hidden`, `aria-hidden`, `display:none`, hide classes) unless they hold
 //!    prose (a collapsed FAQ answer or a closed tab is content a reader opens; a hidden
-//!    menu or label is not) or most of the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`),
-//!    ARIA role or class/id words (see [`crate::classes`]) name a boilerplate group;
-//!    per-post chrome of threads (user cards, signatures, votes).
+//!    menu is not) or most of the page's text; elements whose tag (`nav`, `header`,
+//!    `footer`, `aside`), ARIA role or class/id words (see [`crate::classes`]) name a
+//!    boilerplate group; per-post chrome of threads (user cards, signatures, votes).
 //! 2. Guards: shares are measured in the text outside links that the next more lenient
 //!    pass keeps, so menus do not dilute them. A class-marked element holding more than
 //!    `wrapper_share` of that text is a wrapper and stays; so does a class group whose
@@ -26,10 +26,10 @@
 //! 4. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
 //! 5. A line under 30 bytes whose text is mostly link text (a menu item, a tag) is
-//!    dropped; longer ones are titles (of a listing, a product grid). Unless the page is a link
-//!    index (tables of contents, indexes of terms), which is kept whole; headings are
-//!    kept whatever their links (the titles of a listing). A line of 30
-//!    bytes or more already written is not written again (outside `<pre>` and tables).
+//!    dropped; headings and longer link lines are titles (of a listing, a product
+//!    grid) and stay. On a link index (tables of contents, indexes of terms) every
+//!    link line stays. A line of 30 bytes or more already written is not written
+//!    again (outside `<pre>` and tables).
 //! 6. Fallback: while the text is under 250 bytes, the page is extracted again without
 //!    the class/id rules, then without the tag rules; when even that is empty, the
 //!    densest block of text outside links is taken. A page is empty only when it has
@@ -47,9 +47,10 @@ pub struct Options {
     /// share of the page's prose wraps the content and stays (menus are not prose).
     pub semantic_share: f64,
     /// A content container is chosen when it holds at least this share of the body's
-    /// clean text.
+    /// text (outside links, plus a quarter of link text).
     pub container_share: f64,
-    /// Lines whose link text exceeds this share of their text are dropped.
+    /// Lines (shorter than 30 non-space bytes, not headings) whose link text exceeds
+    /// this share of their text are dropped.
     pub max_link_density: f64,
     /// When the text of the lines dropped for their links is more than this many times
     /// the text kept, the page is a link index (a table of contents, an index of
