@@ -42,31 +42,34 @@ fn duplicates<'a>(items: impl Iterator<Item = &'a str>) -> (usize, usize) {
 
 /// Python's `str.splitlines()`.
 fn splitlines(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0;
-    let mut it = text.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        let brk = matches!(
-            c,
-            '\n' | '\r'
-                | '\u{b}'
-                | '\u{c}'
-                | '\u{1c}'
-                | '\u{1d}'
-                | '\u{1e}'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if brk {
-            out.push(&text[start..i]);
-            let mut end = i + c.len_utf8();
-            if c == '\r' && it.peek().map(|(_, n)| *n) == Some('\n') {
-                it.next();
-                end += 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        // Line breaks are \n \r \v \f \x1c-\x1e, U+0085 (C2 85) and U+2028/2029
+        // (E2 80 A8/A9): looked at byte by byte, UTF-8 boundaries respected.
+        let len = match bytes[i] {
+            b'\n' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1e => 1,
+            0xc2 if bytes.get(i + 1) == Some(&0x85) => 2,
+            0xe2 if bytes.get(i + 1) == Some(&0x80)
+                && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
+            {
+                3
             }
-            start = end;
+            _ => 0,
+        };
+        if len == 0 {
+            i += 1;
+            continue;
         }
+        out.push(&text[start..i]);
+        let mut end = i + len;
+        if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+            end += 1;
+        }
+        start = end;
+        i = end;
     }
     if start < text.len() {
         out.push(&text[start..]);
@@ -426,19 +429,20 @@ impl GopherQuality {
     /// [`GopherQuality::check`] with the words of `text` already split.
     pub fn check_words(&self, text: &str, words: &[&str]) -> Option<&'static str> {
         let n_words = words.len();
-        let non_symbol: Vec<&str> = words
-            .iter()
-            .copied()
-            .filter(|w| w.chars().any(|c| !is_punctuation(c)))
-            .collect();
-        if non_symbol.len() < self.min_doc_words {
+        let (mut non_symbol, mut non_symbol_chars) = (0usize, 0usize);
+        for w in words {
+            if w.chars().any(|c| !is_punctuation(c)) {
+                non_symbol += 1;
+                non_symbol_chars += chars(w);
+            }
+        }
+        if non_symbol < self.min_doc_words {
             return Some("gopher_short_doc");
         }
-        if non_symbol.len() > self.max_doc_words {
+        if non_symbol > self.max_doc_words {
             return Some("gopher_long_doc");
         }
-        let mean =
-            non_symbol.iter().map(|w| chars(w)).sum::<usize>() as f64 / non_symbol.len() as f64;
+        let mean = non_symbol_chars as f64 / non_symbol as f64;
         if mean < self.min_avg_word_length {
             return Some("gopher_below_avg_threshold");
         }
@@ -816,5 +820,9 @@ mod tests {
     fn python_splitlines() {
         assert_eq!(splitlines("a\r\nb\rc\n"), ["a", "b", "c"]);
         assert_eq!(splitlines("a\n\nb"), ["a", "", "b"]);
+        assert_eq!(
+            splitlines("é\u{85}ü\u{2028}x\u{2029}\u{b}y\u{1e}z€"),
+            ["é", "ü", "x", "", "y", "z€"]
+        );
     }
 }
