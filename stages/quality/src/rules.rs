@@ -280,9 +280,11 @@ impl Windows {
             .map(|i| offset[(i + max_n).min(words.len())] - offset[i])
             .max()
             .unwrap_or(0);
-        let mut powers = Vec::with_capacity(longest + 1);
+        // Past 64 KiB (a page of one giant token) powers are computed when asked for.
+        let table = longest.min(1 << 16);
+        let mut powers = Vec::with_capacity(table + 1);
         let mut x = 1u64;
-        for _ in 0..=longest {
+        for _ in 0..=table {
             powers.push(x);
             x = x.wrapping_mul(BASE);
         }
@@ -295,8 +297,25 @@ impl Windows {
 
     fn hash(&self, i: usize, n: usize) -> u64 {
         let bytes = self.offset[i + n] - self.offset[i];
-        self.prefix[i + n].wrapping_sub(self.prefix[i].wrapping_mul(self.powers[bytes]))
+        let power = match self.powers.get(bytes) {
+            Some(&p) => p,
+            None => pow(BASE, bytes),
+        };
+        self.prefix[i + n].wrapping_sub(self.prefix[i].wrapping_mul(power))
     }
+}
+
+/// `base^exp` modulo 2^64, by squaring.
+fn pow(mut base: u64, mut exp: usize) -> u64 {
+    let mut acc = 1u64;
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc = acc.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        exp >>= 1;
+    }
+    acc
 }
 
 fn repeated_ngram_chars(windows: &Windows, sums: &[usize], n: usize, seen: &mut Counts) -> usize {
@@ -814,6 +833,24 @@ mod tests {
             prose(3)
         );
         assert_eq!(f.check(&dup), Some("char_dup_ratio"));
+    }
+
+    #[test]
+    fn window_hashes_equal_folded_hashes() {
+        let long = "x".repeat(70_000);
+        let text = format!("a bb {long} ccc a bb {long} ccc d");
+        let words: Vec<&str> = text.split(' ').collect();
+        let hashes = word_hashes(&words);
+        let windows = Windows::new(&words, &hashes, 4);
+        for n in 1..=4 {
+            for i in 0..=words.len() - n {
+                let folded = hashes[i..i + n]
+                    .iter()
+                    .fold(0u64, |acc, &(h, p)| acc.wrapping_mul(p).wrapping_add(h));
+                assert_eq!(windows.hash(i, n), folded, "window {i}+{n}");
+            }
+        }
+        assert_eq!(windows.hash(0, 4), windows.hash(4, 4));
     }
 
     #[test]
