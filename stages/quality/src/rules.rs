@@ -9,10 +9,11 @@ use foldhash::{HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
 
 use crate::punctuation::{PUNCTUATION, TERMINAL};
-use crate::words::split_words;
+use crate::words::{chunks, split_words};
 
+/// Unicode scalar values in `s`: the bytes that do not continue a UTF-8 sequence.
 fn chars(s: &str) -> usize {
-    s.chars().count()
+    s.bytes().filter(|&b| (b as i8) >= -0x40).count()
 }
 
 fn is_terminal(c: char) -> bool {
@@ -154,13 +155,14 @@ fn char_sums(words: &[&str]) -> Vec<usize> {
 }
 
 /// Characters of the most frequent word n-gram (the first seen among equals) times its
-/// count. N-grams are compared by the hash of their words (see [`word_hashes`]).
+/// count, and that count. N-grams are compared by the hash of their words (see
+/// [`word_hashes`]).
 fn top_ngram_chars(
     hashes: &[(u64, u64)],
     sums: &[usize],
     n: usize,
     counts: &mut Counts,
-) -> Option<usize> {
+) -> Option<(usize, usize)> {
     if n == 0 || hashes.len() < n {
         return None;
     }
@@ -176,7 +178,20 @@ fn top_ngram_chars(
     let (count, first) = (count as usize, first as usize);
     // The n-gram joined with spaces, times its count.
     let len = sums[first + n] - sums[first] + n - 1;
-    Some(len * count)
+    Some((len * count, count))
+}
+
+/// Characters of the longest run of `n` words joined with spaces (0 when there are
+/// fewer words).
+fn longest_window(sums: &[usize], n: usize) -> usize {
+    let words = sums.len() - 1;
+    if n == 0 || words < n {
+        return 0;
+    }
+    (0..=words - n)
+        .map(|i| sums[i + n] - sums[i] + n - 1)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Hash of the words `i..i + n`, separated (a top n-gram is a tuple of words).
@@ -333,6 +348,58 @@ fn repeated_ngram_chars(windows: &Windows, sums: &[usize], n: usize, seen: &mut 
     repeated
 }
 
+/// The word positions where the shortest n-gram of the duplicated n-gram rules occurred
+/// before. Every n-gram [`repeated_ngram_chars`] counts, for any longer n, starts at one
+/// of them (its first words repeat too), so the characters of windows of n words from
+/// these positions bound what that pass can find.
+struct RepeatStarts {
+    /// The shortest n; 0 when there is no rule.
+    shortest: usize,
+    starts: Vec<bool>,
+}
+
+impl RepeatStarts {
+    fn new(rules: &[(usize, f64)], windows: &Windows, seen: &mut Counts) -> Self {
+        let shortest = rules
+            .iter()
+            .map(|&(n, _)| n)
+            .filter(|&n| n > 0)
+            .min()
+            .unwrap_or(0);
+        let words = windows.prefix.len() - 1;
+        let mut starts = Vec::new();
+        if shortest > 0 && words >= shortest {
+            seen.reset(words);
+            starts.extend(
+                (0..=words - shortest).map(|i| seen.add(windows.hash(i, shortest), i as u32).0 > 1),
+            );
+        }
+        RepeatStarts { shortest, starts }
+    }
+
+    /// Characters covered by the windows of `n` words starting at repeat positions: at
+    /// least what `repeated_ngram_chars(n)` counts, for `n` at least the shortest.
+    fn bound(&self, sums: &[usize], n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        if self.shortest == 0 || n < self.shortest {
+            return usize::MAX;
+        }
+        let words = sums.len() - 1;
+        let (mut covered, mut end) = (0, 0);
+        for (i, _) in self.starts.iter().enumerate().filter(|(_, r)| **r) {
+            let stop = (i + n).min(words);
+            let from = i.max(end);
+            if stop > from {
+                covered += sums[stop] - sums[from];
+            }
+            end = end.max(stop);
+        }
+        covered
+    }
+}
+
 impl GopherRepetition {
     pub fn check(&self, text: &str) -> Option<&'static str> {
         self.check_words(text, &split_words(text))
@@ -363,10 +430,24 @@ impl GopherRepetition {
         let sums = char_sums(words);
         let hashes = word_hashes(words);
         let mut counts = Counts::new();
+        // The most frequent n-gram is no more frequent than the most frequent shorter
+        // one, and no longer than the longest window: when that product is under the
+        // threshold the rule holds without counting.
+        let mut shorter_top: Option<(usize, usize)> = None;
         for &(n, frac) in &self.top_ngram_char_frac {
-            if let Some(top) = top_ngram_chars(&hashes, &sums, n, &mut counts)
-                && top as f64 / len > frac
+            if let Some((m, count)) = shorter_top
+                && m < n
+                && (count * longest_window(&sums, n)) as f64 / len <= frac
             {
+                continue;
+            }
+            let Some((top, count)) = top_ngram_chars(&hashes, &sums, n, &mut counts) else {
+                continue;
+            };
+            if shorter_top.is_none_or(|(m, c)| m >= n || count <= c) {
+                shorter_top = Some((n, count));
+            }
+            if top as f64 / len > frac {
                 return Some(match n {
                     2 => "top_2_gram",
                     3 => "top_3_gram",
@@ -377,7 +458,12 @@ impl GopherRepetition {
         }
         let max_n = self.dup_ngram_char_frac.iter().map(|&(n, _)| n).max();
         let windows = Windows::new(words, &hashes, max_n.unwrap_or(0));
+        let repeats = RepeatStarts::new(&self.dup_ngram_char_frac, &windows, &mut counts);
         for &(n, frac) in &self.dup_ngram_char_frac {
+            // Most pages repeat little: the bound settles them without a pass of their own.
+            if repeats.bound(&sums, n) as f64 / len <= frac {
+                continue;
+            }
             if repeated_ngram_chars(&windows, &sums, n, &mut counts) as f64 / len > frac {
                 return Some(match n {
                     5 => "duplicated_5_n_grams",
@@ -634,22 +720,24 @@ impl C4 {
         let mut sentences = 0;
         let mut lower = String::new();
         for raw in splitlines(text) {
-            let line = raw.trim();
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.iter().any(|w| chars(w) > self.max_word_length) {
+            let trimmed = raw.trim();
+            // A word longer than the limit needs a line longer than it, in bytes.
+            if trimmed.len() > self.max_word_length
+                && chunks(trimmed).any(|w| chars(w) > self.max_word_length)
+            {
                 continue;
             }
             let line = if self.remove_citations {
-                remove_citations(line)
+                remove_citations(trimmed)
             } else {
-                Cow::Borrowed(line)
+                Cow::Borrowed(trimmed)
             };
             if self.filter_no_terminal_punct
                 && (!line.ends_with(['.', '?', '!', '"', '\'']) || line.ends_with("..."))
             {
                 continue;
             }
-            if words.len() < self.min_words_per_line {
+            if chunks(trimmed).take(self.min_words_per_line).count() < self.min_words_per_line {
                 continue;
             }
             // The phrases looked for are ASCII: lowercasing ASCII letters finds them
@@ -781,6 +869,26 @@ mod tests {
         let paras = ["a paragraph that repeats itself."; 5].join("\n\n");
         assert_eq!(r.check(&paras), Some("dup_para_frac"));
         assert_eq!(r.check(&"buy now ".repeat(50)), Some("top_2_gram"));
+        // A phrase among unique words: its 2-grams stay under their threshold, so the
+        // longer n-gram's rule must still be counted, not skipped by the bound.
+        let among_unique = |phrase: &str, filler: usize| {
+            (0..20)
+                .map(|i| {
+                    let fill: Vec<String> =
+                        (0..filler).map(|j| format!("w{i:02}x{j:02}")).collect();
+                    format!("{phrase} {}", fill.join(" "))
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            r.check(&among_unique("alpha beta gamma", 5)),
+            Some("top_3_gram")
+        );
+        assert_eq!(
+            r.check(&among_unique("alpha beta gamma delta", 12)),
+            Some("top_4_gram")
+        );
     }
 
     #[test]
@@ -851,6 +959,48 @@ mod tests {
             }
         }
         assert_eq!(windows.hash(0, 4), windows.hash(4, 4));
+    }
+
+    #[test]
+    fn repeat_bound_holds_for_every_n() {
+        // Word streams from a tiny vocabulary with copied stretches: many repeats of
+        // every length, at every offset.
+        let vocab = ["a", "bb", "ccc", "dddd", "é", "the", "x", "yy"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % m as u64) as usize
+        };
+        let rules = GopherRepetition::default().dup_ngram_char_frac;
+        for _ in 0..300 {
+            let mut words: Vec<&str> = Vec::new();
+            let len = 1 + next(120);
+            while words.len() < len {
+                if words.len() > 4 && next(3) == 0 {
+                    let from = next(words.len() - 1);
+                    let take = 1 + next(12);
+                    for k in from..(from + take).min(words.len()) {
+                        words.push(words[k]);
+                    }
+                } else {
+                    words.push(vocab[next(vocab.len())]);
+                }
+            }
+            let sums = char_sums(&words);
+            let hashes = word_hashes(&words);
+            let windows = Windows::new(&words, &hashes, 10);
+            let mut counts = Counts::new();
+            let repeats = RepeatStarts::new(&rules, &windows, &mut counts);
+            for n in 5..=10 {
+                let exact = repeated_ngram_chars(&windows, &sums, n, &mut counts);
+                assert!(repeats.bound(&sums, n) >= exact, "n={n} {words:?}");
+            }
+            // Without a rule nothing is bounded.
+            let none = RepeatStarts::new(&[], &windows, &mut counts);
+            assert_eq!(none.bound(&sums, 5), usize::MAX);
+        }
     }
 
     #[test]

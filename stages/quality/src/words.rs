@@ -129,10 +129,14 @@ fn is_url(s: &str) -> bool {
 
 /// Splits `text` into words (see the module docs).
 pub fn split_words(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    for chunk in text.split_whitespace() {
-        split_chunk(chunk, &mut out);
-    }
+    let mut out = Vec::with_capacity(text.len() / 5);
+    scan(text, |chunk, plain| {
+        if plain {
+            out.push(chunk);
+        } else {
+            split_chunk(chunk, &mut out);
+        }
+    });
     out
 }
 
@@ -140,16 +144,122 @@ pub fn split_words(text: &str) -> Vec<&str> {
 pub fn count_words(text: &str) -> usize {
     let mut buf = Vec::new();
     let mut count = 0;
-    for chunk in text.split_whitespace() {
-        buf.clear();
-        split_chunk(chunk, &mut buf);
-        count += buf.len();
-    }
+    scan(text, |chunk, plain| {
+        if plain {
+            count += 1;
+        } else {
+            buf.clear();
+            split_chunk(chunk, &mut buf);
+            count += buf.len();
+        }
+    });
     count
 }
 
+/// What a byte starting a character is, for [`scan`].
+const ALNUM: u8 = 0;
+const SPACE: u8 = 1;
+const OTHER: u8 = 2;
+/// A lead byte of a character that may be a space (see [`space_at`]).
+const MAYBE: u8 = 3;
+
+const CLASSES: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_alphanumeric() {
+            ALNUM
+        } else if matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+            SPACE
+        } else if matches!(c, 0xc2 | 0xe1 | 0xe2 | 0xe3) {
+            MAYBE
+        } else {
+            OTHER
+        };
+        b += 1;
+    }
+    t
+};
+
+/// Whether the character at byte `i` of `text` is a space, and its length in bytes.
+fn space_at(text: &str, i: usize) -> (bool, usize) {
+    let b = text.as_bytes()[i];
+    match CLASSES[b as usize] {
+        SPACE => (true, 1),
+        MAYBE => {
+            let c = text[i..].chars().next().unwrap_or(' ');
+            (c.is_whitespace(), c.len_utf8())
+        }
+        _ => (
+            false,
+            match b {
+                0..0x80 => 1,
+                0x80..0xe0 => 2,
+                0xe0..0xf0 => 3,
+                _ => 4,
+            },
+        ),
+    }
+}
+
+/// Calls `f` with each whitespace-separated piece of `text` (as [`chunks`] finds them)
+/// and whether it is plain: ASCII letters and digits only, one word as it stands.
+fn scan<'a>(text: &'a str, mut f: impl FnMut(&'a str, bool)) {
+    let bytes = text.as_bytes();
+    let (mut i, mut start, mut plain) = (0, None, true);
+    while i < bytes.len() {
+        if CLASSES[bytes[i] as usize] == ALNUM {
+            if start.is_none() {
+                (start, plain) = (Some(i), true);
+            }
+            i += 1;
+            continue;
+        }
+        let (space, len) = space_at(text, i);
+        if space {
+            if let Some(s) = start.take() {
+                f(&text[s..i], plain);
+            }
+        } else {
+            start.get_or_insert(i);
+            plain = false;
+        }
+        i += len;
+    }
+    if let Some(s) = start {
+        f(&text[s..], plain);
+    }
+}
+
+/// The whitespace-separated pieces of `text`, as [`str::split_whitespace`] finds them
+/// (Unicode White_Space), but looking at bytes: ASCII bytes are tested directly and a
+/// multi-byte character is decoded only when its lead byte can start a space
+/// (U+0085, U+00A0, U+1680, U+2000-U+205F, U+3000).
+pub fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        // Skip spaces, then take everything up to the next one.
+        let mut start = None;
+        while i < bytes.len() {
+            let (space, len) = space_at(text, i);
+            match (space, start) {
+                (true, Some(s)) => return Some(&text[s..i]),
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+            i += len;
+        }
+        start.map(|s| {
+            i = bytes.len();
+            &text[s..]
+        })
+    })
+}
+
 fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
-    // Most chunks are plain ASCII letters and digits: one word, no rule applies.
+    // Plain ASCII letters and digits: one word, no rule applies.
     if chunk.bytes().all(|b| b.is_ascii_alphanumeric()) {
         out.push(chunk);
         return;
@@ -382,9 +492,32 @@ mod tests {
         );
         check("2020-2021", &["2020", "-", "2021"]);
         check(
+            " a\u{a0}b\u{3000}c d\u{2014}e ",
+            &["a", "b", "c", "d", "—", "e"],
+        );
+        check(
             "40-page and/or 24/7",
             &["40", "-", "page", "and/or", "24/7"],
         );
+    }
+
+    #[test]
+    fn chunks_split_like_split_whitespace() {
+        for text in [
+            "",
+            "   ",
+            "a",
+            " a  b\tc\n",
+            "x\u{85}y\u{a0}z\u{1680}w\u{2003}v\u{2028}u\u{202f}t\u{205f}s\u{3000}r",
+            "é\u{e9}\u{2010}\u{2060}ü 東京\u{1f600} \u{1c}\u{1d}",
+            "tail space ",
+        ] {
+            assert_eq!(
+                chunks(text).collect::<Vec<_>>(),
+                text.split_whitespace().collect::<Vec<_>>(),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
