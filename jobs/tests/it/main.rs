@@ -11,7 +11,7 @@ fn root() -> PathBuf {
 }
 
 fn model_present() -> bool {
-    let present = root().join(langid::DEFAULT_MODEL).exists();
+    let present = langid::default_model_path().exists();
     assert!(
         present || std::env::var_os("CI").is_none(),
         "CI must fetch lid.176 (scripts/fetch-models.sh)"
@@ -31,17 +31,39 @@ fn pipeline_at(dir: &Path, output: &str) -> PathBuf {
         &format!("output = \"{output}\""),
     );
     assert!(text.contains(output));
+    // Fixture paths made absolute, so that `mill` runs from any folder.
+    let text = text.replace("\"fixtures/", &format!("\"{}/fixtures/", root().display()));
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, text).expect("write pipeline");
     path
 }
 
 fn mill(args: &[&str]) -> Command {
+    mill_in(&root(), args)
+}
+
+/// `mill` started in `dir`.
+fn mill_in(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mill"));
-    c.current_dir(root())
-        .args(args)
-        .args(["--log-format", "json"]);
+    c.current_dir(dir).args(args).args(["--log-format", "json"]);
     c
+}
+
+/// The closing summary's rows: step name → the `processed+skipped` inputs column.
+fn summary_inputs(stdout: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut rows = BTreeMap::new();
+    for line in stdout.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let Some(&name) = cols.first() else { continue };
+        if let Some((p, s)) = cols
+            .iter()
+            .find_map(|c| c.split_once('+'))
+            .and_then(|(p, s)| Some((p.parse().ok()?, s.parse().ok()?)))
+        {
+            rows.insert(name.to_string(), (p, s));
+        }
+    }
+    rows
 }
 
 fn ok(out: Output, what: &str) -> String {
@@ -88,7 +110,14 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     let run = dir.path().join("run");
     let file = pipeline_at(dir.path(), &run.to_string_lossy());
     let f = file.to_string_lossy().to_string();
-    let stdout = ok(mill(&["run", &f]).output().expect("mill run"), "mill run");
+    // Run from a folder of its own: the model is found in the cache directory, not
+    // below the working directory.
+    let stdout = ok(
+        mill_in(dir.path(), &["run", &f])
+            .output()
+            .expect("mill run"),
+        "mill run",
+    );
     for step in [
         "text",
         "signatures",
@@ -110,8 +139,18 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     );
     // The text step dropped something with reasons (the fixture crawl has broken and
     // blocked pages), and kept documents.
+    let first = summary_inputs(&stdout);
     let again = ok(mill(&["run", &f]).output().expect("rerun"), "rerun");
-    assert!(again.contains("done"), "a rerun skips everything:\n{again}");
+    let rerun = summary_inputs(&again);
+    assert_eq!(rerun.len(), 7, "a row per step:\n{again}");
+    for (step, &(processed, skipped)) in &rerun {
+        let (before, _) = first[step];
+        assert_eq!(
+            (processed, skipped),
+            (0, before),
+            "a rerun skips every input of {step}:\n{again}"
+        );
+    }
 
     let status = ok(
         mill(&["status", &run.to_string_lossy()])
@@ -143,7 +182,12 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     );
     let html = std::fs::read_to_string(&report).expect("report");
     assert!(!html.contains("<script"), "self-contained, no script");
-    assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
+    // Nothing is fetched: the only address is the SVG namespace.
+    let rest = html.replace("http://www.w3.org/2000/svg", "");
+    assert!(
+        !rest.contains("http://") && !rest.contains("https://"),
+        "the report links something outside itself"
+    );
     render_in_chromium(&report);
 }
 
@@ -261,6 +305,14 @@ fn sigkill_at_random_moments_then_rerun_gives_identical_shards() {
     );
     let whole = start.elapsed().as_millis().max(20) as u64;
     let expected = outputs(&clean);
+    // The kill moments come from a seed that is printed, and that
+    // TOKENMILL_TEST_SEED sets to replay a failure.
+    let seed = std::env::var("TOKENMILL_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("kill moments from TOKENMILL_TEST_SEED={seed} (run of {whole} ms)");
+    let mut rng = fastrand::Rng::with_seed(seed);
     for round in 0..4u64 {
         let d = dir.path().join(format!("r{round}"));
         std::fs::create_dir_all(&d).expect("dir");
@@ -273,8 +325,7 @@ fn sigkill_at_random_moments_then_rerun_gives_identical_shards() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn");
-        // A moment somewhere in the run (a seeded choice, different each round).
-        let at = (round * 7919 + fastrand_ms(round)) % whole;
+        let at = rng.u64(..whole);
         std::thread::sleep(std::time::Duration::from_millis(at));
         let _ = child.kill();
         let _ = child.wait();
@@ -285,18 +336,9 @@ fn sigkill_at_random_moments_then_rerun_gives_identical_shards() {
         assert_eq!(
             outputs(&run),
             expected,
-            "SIGKILL after {at} ms: outputs differ"
+            "SIGKILL after {at} ms (TOKENMILL_TEST_SEED={seed}): outputs differ"
         );
     }
-}
-
-/// A pseudo-random number of milliseconds from the clock and the round.
-fn fastrand_ms(round: u64) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos() as u64)
-        .unwrap_or(0);
-    (nanos / 1000).wrapping_mul(round + 1)
 }
 
 #[test]

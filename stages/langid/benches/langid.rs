@@ -29,8 +29,7 @@ fn documents() -> Vec<Document> {
 }
 
 fn bench(c: &mut Criterion) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let model = root.join(langid::DEFAULT_MODEL);
+    let model = langid::default_model_path();
     if !model.is_file() {
         eprintln!(
             "{} missing (run {}): langid bench skipped",

@@ -20,8 +20,11 @@ pub use model::{LID176_FTZ_SHA256, Model, SETUP_COMMAND};
 /// Prefix of fastText labels.
 const LABEL_PREFIX: &str = "__label__";
 
-/// Where scripts/fetch-models.sh caches lid.176.ftz.
-pub const DEFAULT_MODEL: &str = ".cache/models/lid.176.ftz";
+/// Where scripts/fetch-models.sh caches lid.176.ftz: `models/lid.176.ftz` in the
+/// cache directory ([`pipeline::cache`]), whatever the working directory.
+pub fn default_model_path() -> std::path::PathBuf {
+    pipeline::cache::model_path("lid.176.ftz")
+}
 
 /// Configuration of the langid stage (`--config`, TOML).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,7 +54,7 @@ pub struct Config {
 }
 
 fn default_model() -> String {
-    DEFAULT_MODEL.to_string()
+    default_model_path().display().to_string()
 }
 
 fn default_min_score() -> f64 {

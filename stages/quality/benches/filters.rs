@@ -29,7 +29,7 @@ fn main() {
         })
         .collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let model = root.join(langid::DEFAULT_MODEL).display().to_string();
+    let model = langid::default_model_path().display().to_string();
     let langid = langid::LangId::new(
         &Storage::new(),
         &langid::Config {

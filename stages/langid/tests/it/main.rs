@@ -16,7 +16,7 @@ fn root() -> PathBuf {
 fn model() -> Option<String> {
     let path = std::env::var("TOKENMILL_LID_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join(langid::DEFAULT_MODEL));
+        .unwrap_or_else(|_| langid::default_model_path());
     if path.is_file() {
         return Some(path.display().to_string());
     }
