@@ -19,7 +19,7 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 scripts/bench_filters.py make "$n" "$work/corpus.jsonl"
-cargo build --release --locked -p quality --bench filters >/dev/null 2>&1 || cargo build --release --locked -p quality --benches
+cargo build --release --locked -p jobs --bench filters >/dev/null 2>&1 || cargo build --release --locked -p jobs --benches
 bin="$(ls -t target/release/deps/filters-* | grep -v '\.d$' | head -1)"
 TOKENMILL_BENCH_CORPUS="$work/corpus.jsonl" TOKENMILL_BENCH_WARC="$warc" taskset -c 0 "$bin" >"$work/ours.json"
 taskset -c 0 python3 scripts/bench_filters.py compare "$work/corpus.jsonl" "$work/ours.json" "$(scripts/fetch-models.sh --print-dir)/lid.176.ftz" "$warc"

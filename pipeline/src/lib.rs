@@ -23,6 +23,7 @@ pub mod stats;
 pub mod storage;
 pub mod tasks;
 pub mod testing;
+pub mod text;
 
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};

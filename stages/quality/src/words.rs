@@ -11,6 +11,8 @@
 //! of their characters counts as one word, which keeps the word-based rules meaningful
 //! (a CJK document of 50 characters has 50 "words").
 
+use pipeline::text::unspaced;
+
 /// Characters peeled off the front of a word.
 fn is_prefix(c: char) -> bool {
     matches!(
@@ -114,13 +116,6 @@ const CONTRACTING: [&str; 14] = [
     "i", "you", "he", "she", "it", "we", "they", "that", "there", "what", "who", "where", "how",
     "here",
 ];
-
-fn unspaced(c: char) -> bool {
-    matches!(c as u32,
-        0x2E80..=0x2FDF | 0x3040..=0x30FF | 0x3100..=0x312F | 0x31A0..=0x31FF | 0x3400..=0x4DBF
-        | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F
-        | 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF)
-}
 
 fn is_url(s: &str) -> bool {
     let l = s.trim_start_matches(|c: char| is_prefix(c));

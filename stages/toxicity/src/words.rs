@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use pipeline::Storage;
 use pipeline::lists::read_lines;
+use pipeline::text::unspaced;
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -54,20 +55,6 @@ pub fn normalise(text: &str) -> String {
 
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || is_combining_mark(c)
-}
-
-/// Whether `c` belongs to a script written without spaces between words.
-fn unspaced(c: char) -> bool {
-    matches!(c as u32,
-        0x0E00..=0x0E7F      // Thai
-        | 0x0E80..=0x0EFF    // Lao
-        | 0x1000..=0x109F    // Myanmar
-        | 0x1780..=0x17FF    // Khmer
-        | 0x3040..=0x30FF    // Hiragana, Katakana
-        | 0x3400..=0x4DBF    // Han extension A
-        | 0x4E00..=0x9FFF    // Han
-        | 0xF900..=0xFAFF    // Han compatibility
-        | 0x20000..=0x3134F) // Han extensions B–G
 }
 
 /// The words of normalised text.

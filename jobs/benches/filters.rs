@@ -28,7 +28,7 @@ fn main() {
             )
         })
         .collect();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let model = langid::default_model_path().display().to_string();
     let langid = langid::LangId::new(
         &Storage::new(),
