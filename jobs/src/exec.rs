@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use pipeline::cli::config_hash;
-use pipeline::marker::{Marker, list_markers, marker_location, read_marker, write_marker};
+use pipeline::marker::list_markers;
 use pipeline::{Error, Location, Report, Result, RunOptions, Stats, Step, Storage};
 
 use crate::spec::{Kind, Pipeline, StepSpec};
@@ -82,7 +82,7 @@ fn chain(storage: &Storage, p: &Pipeline, spec: &StepSpec) -> Result<Step> {
 fn tokenizer_url(p: &Pipeline, spec: &StepSpec, config: &tokenize::Config) -> Result<String> {
     match spec.tokenizer.as_deref() {
         Some(r) if p.steps.iter().any(|s| s.name == r) => {
-            Ok(p.step_output(r)?.join("tokenizer.json").to_string())
+            Ok(p.step_output(r)?.join(tokenize::TOKENIZER_FILE).to_string())
         }
         Some(url) => Ok(url.to_string()),
         None => config.encode.tokenizer.clone().ok_or_else(|| {
@@ -138,27 +138,7 @@ pub fn run_task(
             let against = spec.against.as_deref().map(|r| p.resolve(r)).transpose()?;
             dedup::buckets::buckets(storage, &opts, &p.stage_config("dedup")?, against.as_ref())
         }
-        Kind::DedupClusters => {
-            let (_, ran) = dedup::clusters::clusters(
-                storage,
-                &opts.input,
-                &opts.output,
-                &p.stage_config("dedup")?,
-                flags.force,
-            )?;
-            let name = "clusters".to_string();
-            Ok(if ran {
-                Report {
-                    processed: vec![name],
-                    ..Report::default()
-                }
-            } else {
-                Report {
-                    skipped: vec![name],
-                    ..Report::default()
-                }
-            })
-        }
+        Kind::DedupClusters => dedup::clusters::clusters(storage, &opts, &p.stage_config("dedup")?),
         Kind::DedupFilter => {
             let clusters = needs(&spec.clusters, "clusters")?;
             let step =
@@ -167,14 +147,14 @@ pub fn run_task(
         }
         Kind::DedupIndex => {
             let clusters = needs(&spec.clusters, "clusters")?;
-            dedup::index::index(storage, &opts, &clusters, &p.stage_config("dedup")?)
+            dedup::index::index(storage, &opts, &p.stage_config("dedup")?, &clusters)
         }
-        Kind::TokenizeTrain => train(
+        Kind::TokenizeTrain => Ok(tokenize::train_step(
             storage,
             &opts,
             &p.stage_config::<tokenize::Config>("tokenize")?.train,
-            flags.force,
-        ),
+        )?
+        .0),
         Kind::TokenizeEncode => {
             let config: tokenize::Config = p.stage_config("tokenize")?;
             let url = tokenizer_url(p, spec, &config)?;
@@ -187,57 +167,6 @@ pub fn run_task(
             tokenize::encode(storage, &opts, &config.encode, &loaded)
         }
     }
-}
-
-/// tokenize.train as a resumable step: done when `_done/train.json` names the same
-/// configuration and the same input listing.
-fn train(
-    storage: &Storage,
-    opts: &RunOptions,
-    config: &tokenize::TrainConfig,
-    force: bool,
-) -> Result<Report> {
-    let listing: Vec<(String, u64, Option<String>)> = storage
-        .list(&opts.input)?
-        .into_iter()
-        .map(|m| (m.relative, m.size, m.etag))
-        .collect();
-    let hash = config_hash("tokenize-train", &(config, &listing));
-    let marker_loc = marker_location(&opts.output, "train");
-    if !force
-        && read_marker(storage, &marker_loc)?.is_some_and(|m| m.config_hash == hash)
-        && storage.exists(&opts.output.join("tokenizer.json"))?
-    {
-        return Ok(Report {
-            skipped: vec!["train".into()],
-            ..Report::default()
-        });
-    }
-    let start = Instant::now();
-    let r = tokenize::train(storage, &opts.input, &opts.output, config)?;
-    pipeline::runner::crash_point();
-    let stats = Stats {
-        docs_in: r.sample_documents,
-        docs_out: r.sample_documents,
-        bytes_in: r.sample_bytes,
-        seconds: start.elapsed().as_secs_f64(),
-        ..Stats::default()
-    };
-    let marker = Marker {
-        step: "tokenize-train".into(),
-        input: opts.input.to_string(),
-        input_size: listing.iter().map(|l| l.1).sum(),
-        input_etag: None,
-        config_hash: hash,
-        outputs: vec!["tokenizer.json".into(), "train.json".into()],
-        stats: stats.clone(),
-    };
-    write_marker(storage, &marker_loc, &marker)?;
-    Ok(Report {
-        processed: vec!["train".into()],
-        stats,
-        ..Report::default()
-    })
 }
 
 /// One step's line of the closing summary.

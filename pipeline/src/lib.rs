@@ -27,7 +27,10 @@ pub mod text;
 
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};
-pub use runner::{Partition, Plan, Planned, Report, RunOptions, Stage, Step, Verdict, plan, run};
+pub use runner::{
+    Partition, Plan, Planned, Report, RunOptions, Stage, Step, Unit, UnitDone, UnitPlan, Verdict,
+    plan, plan_units, run, run_units,
+};
 pub use source::{DocBatch, DocumentSource, Source};
 pub use stats::Stats;
 pub use storage::{Location, ObjectMeta, Storage};

@@ -27,6 +27,11 @@ pub struct Marker {
     pub input_size: u64,
     /// The input's ETag (S3) or size-and-mtime tag (disk) when it was read.
     pub input_etag: Option<String>,
+    /// For a unit ([`crate::runner::Unit`]): the hash of what it read (a listing, a set
+    /// of files), its `version`. Absent in markers of input files, and in unit markers
+    /// written before this field existed, which carried it in `input_etag`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_hash: Option<String>,
     /// Hash of the step's configuration.
     pub config_hash: String,
     /// Outputs written for this input, relative to the output prefix.
@@ -41,6 +46,13 @@ impl Marker {
         self.config_hash == config_hash
             && self.input_size == input.size
             && self.input_etag == input.etag
+    }
+
+    /// Whether this marker says a unit of this `version` was done with this
+    /// configuration (older unit markers kept the version in `input_etag`).
+    pub fn matches_unit(&self, version: &str, config_hash: &str) -> bool {
+        self.config_hash == config_hash
+            && self.source_hash.as_deref().or(self.input_etag.as_deref()) == Some(version)
     }
 }
 

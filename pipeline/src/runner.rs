@@ -172,6 +172,18 @@ impl RunOptions {
     }
 }
 
+impl RunOptions {
+    /// How many pieces of work run at once on this run's pool, for `todo` pieces: the
+    /// worker threads (every core when 0), at most `todo`, at least 1.
+    pub fn concurrency(&self, todo: usize) -> usize {
+        let threads = match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        threads.min(todo).max(1)
+    }
+}
+
 /// What a run did.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -494,11 +506,165 @@ pub fn finish_input(
         input: input.meta.location.to_string(),
         input_size: input.meta.size,
         input_etag: input.meta.etag.clone(),
+        source_hash: None,
         config_hash: config_hash.to_string(),
         outputs,
         stats: stats.clone(),
     };
     write_marker(storage, marker_loc, &marker)
+}
+
+/// A piece of work of a step that is not one input file: a bucket range, the clusters
+/// of a batch, a section of the index, a tokenizer, an output shard. Its marker is
+/// `_done/<name>.json` below the step's output, like an input's, so the same resume,
+/// `--force`, `--dry-run`, task split and `mill status` apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// Marker stem and the name in plans and logs: a safe file name.
+    pub name: String,
+    /// Bytes it reads (progress, and the marker's `input_size`).
+    pub size: u64,
+    /// Hash of what it reads: the unit is redone when this changes, even under the
+    /// same configuration (a new listing of signature files, another tokenizer input).
+    pub version: String,
+}
+
+/// What one task has to do of a step made of units.
+#[derive(Debug, Clone, Default)]
+pub struct UnitPlan {
+    /// This task's units without a matching marker, in the order given.
+    pub todo: Vec<Unit>,
+    /// Names of this task's units whose marker matches.
+    pub skipped: Vec<String>,
+    /// Units of all tasks.
+    pub listed: usize,
+}
+
+/// What the work on one unit produced: its outputs (relative to the step's output)
+/// and counters.
+#[derive(Debug, Clone, Default)]
+pub struct UnitDone {
+    pub outputs: Vec<String>,
+    pub stats: Stats,
+}
+
+/// Splits `units` among the tasks (unit `i` belongs to task `i mod tasks`) and checks
+/// this task's markers under `opts.output`. Prints the plan on a dry run.
+pub fn plan_units(
+    step_name: &str,
+    units: Vec<Unit>,
+    config_hash: &str,
+    storage: &Storage,
+    opts: &RunOptions,
+) -> Result<UnitPlan> {
+    let mut plan = UnitPlan {
+        listed: units.len(),
+        ..UnitPlan::default()
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for (i, unit) in units.into_iter().enumerate() {
+        if !names.insert(unit.name.clone()) {
+            return Err(Error::Usage(format!(
+                "step {step_name}: two units are named {}",
+                unit.name
+            )));
+        }
+        if i % opts.tasks.max(1) != opts.task {
+            continue;
+        }
+        let done = !opts.force
+            && read_marker(storage, &marker_location(&opts.output, &unit.name))?
+                .is_some_and(|m| m.matches_unit(&unit.version, config_hash));
+        if done {
+            plan.skipped.push(unit.name);
+        } else {
+            plan.todo.push(unit);
+        }
+    }
+    tracing::info!(
+        step = %step_name,
+        task = opts.task,
+        tasks = opts.tasks,
+        units = plan.listed,
+        todo = plan.todo.len(),
+        skipped = plan.skipped.len(),
+        "planned"
+    );
+    if opts.dry_run {
+        println!(
+            "step {step_name} task {}/{}: {} units, {} to run, {} done",
+            opts.task,
+            opts.tasks,
+            plan.listed,
+            plan.todo.len(),
+            plan.skipped.len()
+        );
+        for u in &plan.todo {
+            println!("run  {} ({} bytes)", u.name, u.size);
+        }
+        for s in &plan.skipped {
+            println!("skip {s}");
+        }
+    }
+    Ok(plan)
+}
+
+/// Runs `work` on every unit of `plan` on the run's worker pool: each unit is begun
+/// as an input is ([`begin_input`]: start note, the outputs of an earlier run of it
+/// removed) and marked done last, with its version. Nothing runs on a dry run.
+/// `input` is the address the markers name as what the step read.
+pub fn run_units(
+    step_name: &str,
+    plan: UnitPlan,
+    config_hash: &str,
+    input: &str,
+    storage: &Storage,
+    opts: &RunOptions,
+    work: impl Fn(&Unit) -> Result<UnitDone> + Sync,
+) -> Result<Report> {
+    let mut report = Report {
+        skipped: plan.skipped,
+        ..Report::default()
+    };
+    if opts.dry_run || plan.todo.is_empty() {
+        return Ok(report);
+    }
+    let todo = plan.todo;
+    let pool = pool(opts.threads)?;
+    let total_bytes = todo.iter().map(|u| u.size).sum();
+    let progress = Progress::start(step_name, todo.len() as u64, total_bytes, opts.progress);
+    let results: Vec<Result<Stats>> = pool.install(|| {
+        todo.par_iter()
+            .map(|unit| {
+                let start = Instant::now();
+                let marker_loc = begin_input(storage, &opts.output, &unit.name)?;
+                let UnitDone { outputs, mut stats } = work(unit)?;
+                if stats.seconds == 0.0 {
+                    stats.seconds = start.elapsed().as_secs_f64();
+                }
+                crash_point();
+                let marker = Marker {
+                    step: step_name.to_string(),
+                    input: input.to_string(),
+                    input_size: unit.size,
+                    input_etag: None,
+                    source_hash: Some(unit.version.clone()),
+                    config_hash: config_hash.to_string(),
+                    outputs,
+                    stats: stats.clone(),
+                };
+                write_marker(storage, &marker_loc, &marker)?;
+                progress.file_done(unit.size);
+                Ok(stats)
+            })
+            .collect()
+    });
+    progress.finish();
+    for (unit, result) in todo.iter().zip(results) {
+        report.stats.merge(&result?);
+        report.processed.push(unit.name.clone());
+    }
+    Ok(report)
 }
 
 /// The open output shards of one input, by path below the output prefix.

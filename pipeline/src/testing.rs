@@ -60,12 +60,15 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
                 .strip_prefix(dir)
                 .map(|p| p.to_string_lossy().replace('\\', "/"))
                 .unwrap_or_default();
-            // Start notes hold wall-clock times: not output.
-            if rel.starts_with(crate::marker::STARTED_DIR) {
+            // Start notes hold wall-clock times: not output (at any depth: a step may
+            // keep markers of an inner phase in a subfolder).
+            let folders: Vec<&str> = rel.split('/').collect();
+            let folders = &folders[..folders.len().saturating_sub(1)];
+            if folders.contains(&crate::marker::STARTED_DIR) {
                 continue;
             }
             let mut bytes = std::fs::read(&path).unwrap_or_default();
-            if rel.starts_with(DONE_DIR)
+            if folders.contains(&DONE_DIR)
                 && let Ok(mut m) = serde_json::from_slice::<Marker>(&bytes)
             {
                 m.stats.seconds = 0.0;
@@ -219,6 +222,121 @@ pub fn check(c: &Conformance<'_>) {
             .expect("start the binary");
         assert!(status.success(), "resume after SIGKILL failed: {status}");
         assert_same("resume after SIGKILL", &reference, &snapshot(&out));
+    }
+}
+
+/// What to check of a step made of units ([`crate::runner::plan_units`]): a phase that
+/// reads what earlier phases wrote, prepared by the caller in `input`.
+pub struct UnitConformance<'a> {
+    /// Runs one task of the step, as the binary does.
+    pub run: &'a dyn Fn(&RunOptions) -> crate::Result<Report>,
+    /// The step's input folder.
+    pub input: PathBuf,
+    /// The binary, for the crash-and-resume checks (None skips them).
+    pub command: Option<CommandFactory<'a>>,
+    /// Outputs that record the run rather than the result (wall time, peak memory,
+    /// their own address): they must exist, their bytes are not compared.
+    pub run_records: &'a [&'a str],
+}
+
+impl std::fmt::Debug for UnitConformance<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitConformance")
+            .field("input", &self.input)
+            .finish()
+    }
+}
+
+/// The resume contract for steps made of units; panics naming the broken part: one
+/// marker per unit with the unit's version, thread count does not change the bytes, a
+/// rerun skips every unit and changes nothing, `--force` redoes every unit to the same
+/// bytes, `--dry-run` writes nothing, the binary writes what the library writes, and a
+/// crash after any unit followed by a rerun gives the same bytes.
+pub fn check_units(c: &UnitConformance<'_>) {
+    let root = tempfile::tempdir().expect("temporary directory");
+    let snapshot = |dir: &Path| {
+        let mut files = snapshot(dir);
+        for rel in c.run_records {
+            if let Some(bytes) = files.get_mut(*rel) {
+                bytes.clear();
+            }
+        }
+        files
+    };
+    let run = |out: &Path, threads: usize, force: bool, dry_run: bool| -> Report {
+        let mut o = options(&c.input, out, threads);
+        o.force = force;
+        o.dry_run = dry_run;
+        (c.run)(&o).unwrap_or_else(|e| panic!("run into {} failed: {e}", out.display()))
+    };
+    let dry = root.path().join("dry");
+    let planned = run(&dry, 1, false, true);
+    assert!(planned.processed.is_empty(), "a dry run processes nothing");
+    assert!(snapshot(&dry).is_empty(), "a dry run writes nothing");
+
+    let one = root.path().join("one");
+    let report = run(&one, 1, false, false);
+    let units = report.processed.len();
+    assert!(units > 0, "the step has units to run");
+    let storage = Storage::new();
+    let markers = list_markers(&storage, &Location::Local(one.clone())).expect("list markers");
+    assert_eq!(markers.len(), units, "one marker per unit");
+    for (name, m) in &markers {
+        assert!(report.processed.contains(name), "marker {name} of no unit");
+        assert!(
+            m.source_hash.is_some(),
+            "unit {name}: marker without its version"
+        );
+        for rel in &m.outputs {
+            assert!(one.join(rel).exists(), "unit {name}: output {rel} missing");
+        }
+    }
+    let reference = snapshot(&one);
+
+    let many = root.path().join("many");
+    run(&many, 4, false, false);
+    assert_same("1 thread vs 4 threads", &reference, &snapshot(&many));
+
+    let again = run(&one, 2, false, false);
+    assert!(
+        again.processed.is_empty(),
+        "a rerun processes nothing, it redid {:?}",
+        again.processed
+    );
+    assert_eq!(again.skipped.len(), units, "a rerun skips every unit");
+    assert_same("rerun", &reference, &snapshot(&one));
+
+    let forced = run(&one, 2, true, false);
+    assert_eq!(forced.processed.len(), units, "--force redoes every unit");
+    assert_same("--force", &reference, &snapshot(&one));
+
+    let Some(factory) = c.command else { return };
+    let bin = root.path().join("bin");
+    let status = command(factory, &c.input, &bin)
+        .status()
+        .expect("start the binary");
+    assert!(status.success(), "the binary failed: {status}");
+    assert_same("binary vs library", &reference, &snapshot(&bin));
+    let crash_at: std::collections::BTreeSet<usize> = [1, 2, units / 2, units]
+        .into_iter()
+        .filter(|k| (1..=units).contains(k))
+        .collect();
+    for k in crash_at {
+        let out = root.path().join(format!("crash-{k}"));
+        let status = command(factory, &c.input, &out)
+            .env(CRASH_AFTER_BATCHES, k.to_string())
+            .status()
+            .expect("start the binary");
+        assert!(!status.success(), "the run did not crash after unit {k}");
+        let status = command(factory, &c.input, &out)
+            .status()
+            .expect("start the binary");
+        assert!(status.success(), "resume after a crash at unit {k} failed");
+        assert_same(
+            &format!("resume after a crash at unit {k}"),
+            &reference,
+            &snapshot(&out),
+        );
     }
 }
 

@@ -1,38 +1,34 @@
-//! Phase 3: one task turns all candidate pairs into removal lists.
+//! Phase 3: one unit (run by task 0) turns all candidate pairs into removal lists.
 //!
 //! MinHash: union-find over the pairs (union by smaller global number, path halving), so
 //! a cluster's keeper is its first document in input order, or the index when any member
 //! matched an earlier run. Exact and URL: the groups are already complete (one key, one
 //! unit), so the first of each pair is the keeper and the second is removed.
 //!
-//! Output, for every signature file: `<output>/<stem>.dups`
-//! ```text
-//! "TMDUPS01", version u32, 0u32, documents u64, removed u64, keepers u64,
-//! removed rows u32 × removed (sorted), then (row u32, cluster size u32) × keepers (sorted)
-//! ```
-//! plus `summary.json` (cluster-size histogram) and `_done/clusters.json`.
+//! Output, for every signature file: `<output>/<stem>.dups` (the format of
+//! [`crate::dups`]), plus `summary.json` (cluster-size histogram) and
+//! `_done/clusters.json`, the marker of the phase's one unit.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Read};
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use pipeline::cli::config_hash;
-use pipeline::marker::{Marker, read_marker, write_marker};
-use pipeline::{Error, Location, Result, Stats, Storage};
+use pipeline::{
+    Error, Location, Report, Result, RunOptions, Stats, Storage, Unit, UnitDone, plan_units,
+    run_units,
+};
 
-use crate::buckets::{FILES, FileList, PAIRS_HEADER, read_pairs_header, unit_name};
+use crate::dups::{CLUSTERS_UNIT, Dups, SUFFIX};
+use crate::pairs::{PAIRS_HEADER, read_pairs_header, unit_name};
+use crate::signatures::{FILES, FileList};
 use crate::{Config, INDEX, Kind, split_global};
 
 /// Step name in markers.
 pub const STEP: &str = "dedup-clusters";
-/// Suffix of removal lists.
-pub const SUFFIX: &str = ".dups";
 /// Name of the summary.
 pub const SUMMARY: &str = "summary.json";
-const MAGIC: &[u8; 8] = b"TMDUPS01";
-const MARKER_STEM: &str = "clusters";
 
 /// What the clusters phase found.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -53,68 +49,6 @@ pub struct Summary {
     pub largest: u64,
     /// Cluster size → number of clusters of that size (sizes ≥ 2).
     pub sizes: BTreeMap<u64, u64>,
-}
-
-/// The removal list of one input.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Dups {
-    pub documents: u64,
-    /// Rows to remove, sorted.
-    pub removed: Vec<u32>,
-    /// Keepers of clusters of two or more: (row, cluster size), sorted.
-    pub keepers: Vec<(u32, u32)>,
-}
-
-impl Dups {
-    /// The file's bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(40 + self.removed.len() * 4 + self.keepers.len() * 8);
-        b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&1u32.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        for v in [
-            self.documents,
-            self.removed.len() as u64,
-            self.keepers.len() as u64,
-        ] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        for r in &self.removed {
-            b.extend_from_slice(&r.to_le_bytes());
-        }
-        for (r, s) in &self.keepers {
-            b.extend_from_slice(&r.to_le_bytes());
-            b.extend_from_slice(&s.to_le_bytes());
-        }
-        b
-    }
-
-    /// Parses a removal list.
-    pub fn decode(b: &[u8], url: &str) -> Result<Dups> {
-        let bad = |m: &str| Error::Input {
-            url: url.to_string(),
-            message: format!("not a removal list: {m}"),
-        };
-        if b.len() < 40 || &b[..8] != MAGIC {
-            return Err(bad("no magic"));
-        }
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
-        let (documents, nr, nk) = (u64_at(16), u64_at(24) as usize, u64_at(32) as usize);
-        if b.len() != 40 + nr * 4 + nk * 8 {
-            return Err(bad("length does not match its counts"));
-        }
-        let removed = (0..nr).map(|i| u32_at(40 + i * 4)).collect();
-        let base = 40 + nr * 4;
-        let keepers = (0..nk)
-            .map(|i| (u32_at(base + i * 8), u32_at(base + i * 8 + 4)))
-            .collect();
-        Ok(Dups {
-            documents,
-            removed,
-            keepers,
-        })
-    }
 }
 
 /// Union-find over global numbers, by smaller root.
@@ -157,15 +91,11 @@ impl UnionFind {
     }
 }
 
-/// Runs the clusters phase: the pairs at `buckets` → removal lists at `output`.
-pub fn clusters(
-    storage: &Storage,
-    buckets: &Location,
-    output: &Location,
-    config: &Config,
-    force: bool,
-) -> Result<(Summary, bool)> {
-    let start = Instant::now();
+/// Runs the clusters phase: the pairs at `opts.input` (the buckets output) → removal
+/// lists at `opts.output`. One unit, `clusters`: with several tasks, task 0 runs it.
+pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result<Report> {
+    config.validate()?;
+    let (buckets, output) = (&opts.input, &opts.output);
     let list: FileList =
         serde_json::from_slice(&storage.read(&buckets.join(FILES))?).map_err(|e| Error::Input {
             url: buckets.join(FILES).to_string(),
@@ -192,8 +122,9 @@ pub fn clusters(
         let mut probe = head.to_vec();
         probe.truncate(PAIRS_HEADER);
         // The length check of read_pairs_header needs the whole file: check the header only.
-        let (s, r, ranges, hash) = read_pairs_header(&probe, &m.location.to_string())?;
-        if hash != files_hash {
+        let header = read_pairs_header(&probe, &m.location.to_string())?;
+        let (s, r, ranges) = (header.section, header.range, header.ranges);
+        if header.files_hash != files_hash {
             return Err(Error::Usage(format!(
                 "{}: written for another listing of signatures than {buckets}/{FILES}; rerun the buckets phase",
                 m.location
@@ -237,16 +168,32 @@ pub fn clusters(
         .map(|(m, _)| (m.relative.clone(), m.size, m.etag.clone()))
         .collect();
     let hash = config_hash(STEP, &(config.kind, &files_hash, &inputs));
-    let marker_loc = pipeline::marker::marker_location(output, MARKER_STEM);
-    if !force
-        && let Some(m) = read_marker(storage, &marker_loc)?
-        && m.config_hash == hash
-    {
-        let summary = read_summary(storage, output)?;
-        return Ok((summary, false));
-    }
-    pipeline::runner::begin_input(storage, output, MARKER_STEM)?;
+    let unit = Unit {
+        name: CLUSTERS_UNIT.into(),
+        size: found.values().map(|(m, _)| m.size).sum(),
+        version: files_hash.clone(),
+    };
+    let plan = plan_units(STEP, vec![unit], &hash, storage, opts)?;
+    run_units(
+        STEP,
+        plan,
+        &hash,
+        &buckets.to_string(),
+        storage,
+        opts,
+        |_| pairs_to_dups(storage, output, config, &list, &found),
+    )
+}
 
+/// The work of the clusters unit: every pairs file read, the removal lists and the
+/// summary written.
+fn pairs_to_dups(
+    storage: &Storage,
+    output: &Location,
+    config: &Config,
+    list: &FileList,
+    found: &BTreeMap<(usize, usize), (pipeline::ObjectMeta, usize)>,
+) -> Result<UnitDone> {
     let mut summary = Summary {
         kind: config.kind.name().into(),
         files: list.files.len(),
@@ -359,19 +306,7 @@ pub fn clusters(
             .insert(config.kind.reason().into(), summary.removed);
     }
     stats.bytes_in = input_bytes;
-    stats.seconds = start.elapsed().as_secs_f64();
-    pipeline::runner::crash_point();
-    let marker = Marker {
-        step: STEP.into(),
-        input: buckets.to_string(),
-        input_size: input_bytes,
-        input_etag: Some(files_hash),
-        config_hash: hash,
-        outputs,
-        stats,
-    };
-    write_marker(storage, &marker_loc, &marker)?;
-    Ok((summary, true))
+    Ok(UnitDone { outputs, stats })
 }
 
 /// Reads `summary.json` of a finished clusters phase.
@@ -381,17 +316,6 @@ pub fn read_summary(storage: &Storage, output: &Location) -> Result<Summary> {
         url: loc.to_string(),
         message: e.to_string(),
     })
-}
-
-/// Reads the removal list of one input stem.
-pub fn read_dups(storage: &Storage, clusters: &Location, stem: &str) -> Result<Dups> {
-    let loc = clusters.join(&format!("{stem}{SUFFIX}"));
-    if !storage.exists(&loc)? {
-        return Err(Error::Usage(format!(
-            "no removal list {loc}: the clusters phase did not see input {stem} (run signatures, buckets and clusters over the same input first)"
-        )));
-    }
-    Dups::decode(&storage.read(&loc)?, &loc.to_string())
 }
 
 #[cfg(test)]

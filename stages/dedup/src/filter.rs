@@ -9,7 +9,7 @@ use pipeline::{
     Verdict,
 };
 
-use crate::clusters::{Dups, read_dups};
+use crate::dups::{CLUSTERS_UNIT, Dups, read_dups};
 use crate::{Config, Kind};
 
 /// Step name in markers.
@@ -75,7 +75,7 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
     // The removal lists' identity: a new clusters result redoes the filter.
     let marker = pipeline::marker::read_marker(
         storage,
-        &pipeline::marker::marker_location(&loc, "clusters"),
+        &pipeline::marker::marker_location(&loc, CLUSTERS_UNIT),
     )?
     .ok_or_else(|| {
         Error::Usage(format!(

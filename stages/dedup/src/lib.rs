@@ -19,14 +19,21 @@
 //! sorted by path, rows in file order); URL dedup keeps the latest `date` (ties: input
 //! order); a document matching an index entry is always removed (earlier runs win).
 
+// The phases. Each reads what an earlier one wrote through the format modules below
+// (the signature listing lives with `signatures`); no phase imports a later one.
 pub mod buckets;
 pub mod clusters;
 pub mod filter;
 pub mod index;
+pub mod signatures;
+// The file formats and shared machinery.
+pub mod dups;
+pub mod index_files;
+pub mod merge;
 pub mod minhash;
 pub mod normalize;
+pub mod pairs;
 pub mod runs;
-pub mod signatures;
 
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,7 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use clap::{Parser, Subcommand};
-use pipeline::cli::{LogFormat, StageArgs, init_logging, load_toml, summary};
+use pipeline::cli::{StageArgs, init_logging, summary};
 use pipeline::{Location, Storage};
 
 #[derive(Debug, Parser)]
@@ -36,17 +36,8 @@ enum Command {
     /// Phase 3 (one task): --input is the pairs folder; union-find, one keeper per
     /// cluster, removal lists (<output>/<stem>.dups) and summary.json.
     Clusters {
-        #[arg(long)]
-        input: String,
-        #[arg(long)]
-        output: String,
-        #[arg(long)]
-        config: Option<String>,
-        /// Redo even when done.
-        #[arg(long)]
-        force: bool,
-        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
-        log_format: LogFormat,
+        #[command(flatten)]
+        stage: StageArgs,
     },
     /// Phase 4: --input is the same documents the signatures came from; drops what the
     /// removal lists name and writes <kind>_cluster_size on the rest.
@@ -90,34 +81,30 @@ fn main() -> anyhow::Result<()> {
                 println!("{}", summary(dedup::buckets::STEP, &report));
             }
         }
-        Command::Clusters {
-            input,
-            output,
-            config,
-            force,
-            log_format,
-        } => {
-            init_logging(log_format);
-            let config: dedup::Config = load_toml(&storage, config.as_deref())?;
-            let (s, ran) = dedup::clusters::clusters(
-                &storage,
-                &Location::parse(&input)?,
-                &Location::parse(&output)?,
-                &config,
-                force,
-            )?;
-            println!(
-                "{}: {} ({} files, {} documents, {} pairs): {} clusters, largest {}, {} documents to remove ({} matched the index)",
-                dedup::clusters::STEP,
-                if ran { "done" } else { "already done" },
-                s.files,
-                s.documents,
-                s.pairs,
-                s.clusters,
-                s.largest,
-                s.removed,
-                s.matched_index
-            );
+        Command::Clusters { stage } => {
+            init_logging(stage.log_format);
+            let config: dedup::Config = stage.load_config(&storage)?;
+            let opts = stage.options()?;
+            let report = dedup::clusters::clusters(&storage, &opts, &config)?;
+            if !opts.dry_run && opts.task == 0 {
+                let s = dedup::clusters::read_summary(&storage, &opts.output)?;
+                println!(
+                    "{}: {} ({} files, {} documents, {} pairs): {} clusters, largest {}, {} documents to remove ({} matched the index)",
+                    dedup::clusters::STEP,
+                    if report.processed.is_empty() {
+                        "already done"
+                    } else {
+                        "done"
+                    },
+                    s.files,
+                    s.documents,
+                    s.pairs,
+                    s.clusters,
+                    s.largest,
+                    s.removed,
+                    s.matched_index
+                );
+            }
         }
         Command::Filter { stage, clusters } => {
             pipeline::cli::run_stage(&stage, |storage, config: &dedup::Config| {
@@ -129,7 +116,7 @@ fn main() -> anyhow::Result<()> {
             let config: dedup::Config = stage.load_config(&storage)?;
             let opts = stage.options()?;
             let report =
-                dedup::index::index(&storage, &opts, &Location::parse(&clusters)?, &config)?;
+                dedup::index::index(&storage, &opts, &config, &Location::parse(&clusters)?)?;
             if !opts.dry_run {
                 println!("{}", summary(dedup::index::STEP, &report));
             }

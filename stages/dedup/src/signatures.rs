@@ -3,15 +3,19 @@
 use std::time::Instant;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
-use pipeline::cli::config_hash;
+use pipeline::cli::{config_hash, sha256_hex};
 use pipeline::progress::Progress;
 use pipeline::runner::{begin_input, finish_input};
-use pipeline::{DocumentSource, Planned, Report, Result, RunOptions, Source, Stats, Storage};
+use pipeline::{
+    DocumentSource, Error, Location, ObjectMeta, Planned, Report, Result, RunOptions, Source,
+    Stats, Storage,
+};
 
 use crate::minhash::MinHasher;
 use crate::normalize::{normalize_into, parse_date, text_key, url_key};
-use crate::runs::{Entry, RunWriter};
+use crate::runs::{Entry, Header, RunWriter, read_header};
 use crate::{Config, Kind};
 
 /// Step name in markers.
@@ -161,4 +165,99 @@ fn sign_input(
     stats.seconds = start.elapsed().as_secs_f64();
     finish_input(storage, &marker, STEP, hash, p, vec![rel], &stats)?;
     Ok(stats)
+}
+
+/// The signature listing every unit of a bucket run shares, below the buckets output.
+pub const FILES: &str = "files.json";
+
+/// The signature files of a run, in merge order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileList {
+    pub kind: Kind,
+    pub sections: usize,
+    /// Address of the signature folder.
+    pub signatures: String,
+    pub files: Vec<FileInfo>,
+}
+
+/// One signature file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileInfo {
+    /// The input stem (the signature file is `<stem>.sig`).
+    pub stem: String,
+    /// Documents (rows) of the input.
+    pub documents: u64,
+    /// Bytes of the signature file.
+    pub size: u64,
+}
+
+impl FileList {
+    /// SHA-256 of the canonical JSON.
+    pub fn hash(&self) -> String {
+        sha256_hex(&self.to_json())
+    }
+
+    /// The JSON written to `files.json`.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Lists and opens the signature files at `signatures`: their list and headers.
+pub fn list_signatures(
+    storage: &Storage,
+    signatures: &Location,
+    config: &Config,
+) -> Result<(FileList, Vec<(ObjectMeta, Header)>)> {
+    let mut metas: Vec<(String, ObjectMeta)> = storage
+        .list(signatures)?
+        .into_iter()
+        .filter(|m| !m.relative.starts_with(['_', '.']) && !m.relative.contains("/_"))
+        .filter_map(|m| {
+            let stem = m.relative.strip_suffix(SUFFIX)?.to_string();
+            Some((stem, m))
+        })
+        .collect();
+    metas.sort_by(|a, b| a.0.cmp(&b.0));
+    if metas.is_empty() {
+        return Err(Error::Usage(format!(
+            "no signature files (*{SUFFIX}) at {signatures}: run the signatures phase first"
+        )));
+    }
+    let headers: Vec<Result<Header>> = metas
+        .par_iter()
+        .map(|(_, m)| read_header(storage, &m.location, m.size))
+        .collect();
+    let mut files = Vec::with_capacity(metas.len());
+    let mut opened = Vec::with_capacity(metas.len());
+    for ((stem, meta), header) in metas.into_iter().zip(headers) {
+        let header = header?;
+        if header.layout != config.kind.layout() || header.sections.len() != config.sections() {
+            return Err(Error::Usage(format!(
+                "{}: written for another configuration ({} sections, {:?}); this run wants {} {} sections",
+                meta.location,
+                header.sections.len(),
+                header.layout,
+                config.kind.name(),
+                config.sections()
+            )));
+        }
+        files.push(FileInfo {
+            stem,
+            documents: header.documents,
+            size: meta.size,
+        });
+        opened.push((meta, header));
+    }
+    Ok((
+        FileList {
+            kind: config.kind,
+            sections: config.sections(),
+            signatures: signatures.to_string(),
+            files,
+        },
+        opened,
+    ))
 }

@@ -317,9 +317,15 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Reads and loads the tokenizer at `url`.
+    /// Reads and loads the tokenizer at `url`: a `tokenizer.json`, or the folder
+    /// `train` wrote it to.
     pub fn read(storage: &Storage, url: &str, kind: EncoderKind, eod_token: &str) -> Result<Self> {
-        let loc = Location::parse(url)?;
+        let mut loc = Location::parse(url)?;
+        let inner = loc.join(TOKENIZER_FILE);
+        if !url.ends_with(".json") && storage.exists(&inner)? {
+            loc = inner;
+        }
+        let url = &loc.to_string();
         let bytes = storage.read(&loc)?;
         let json = std::str::from_utf8(&bytes).map_err(|_| Error::Config {
             url: url.to_string(),
@@ -339,6 +345,64 @@ impl Loaded {
             dtype,
         })
     }
+}
+
+/// The file `train` writes the tokenizer to, below its output.
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Step name of `train` in its marker.
+pub const TRAIN_STEP: &str = "tokenize-train";
+/// The unit `train` is: its marker is `<output>/_done/train.json`.
+pub const TRAIN_UNIT: &str = "train";
+
+/// `train` as a resumable step of one unit: skipped when its marker names the same
+/// configuration and the same listing of `opts.input`; `--force`, `--dry-run` and
+/// the task split (task 0 trains) apply as to any step. Returns the run's report and,
+/// when it trained, what training reported.
+pub fn train_step(
+    storage: &Storage,
+    opts: &RunOptions,
+    config: &TrainConfig,
+) -> Result<(Report, Option<TrainReport>)> {
+    config.validate()?;
+    let listing: Vec<(String, u64, Option<String>)> = storage
+        .list(&opts.input)?
+        .into_iter()
+        .map(|m| (m.relative, m.size, m.etag))
+        .collect();
+    let unit = pipeline::Unit {
+        name: TRAIN_UNIT.into(),
+        size: listing.iter().map(|l| l.1).sum(),
+        version: config_hash("listing", &listing),
+    };
+    let hash = config_hash(TRAIN_STEP, config);
+    let plan = pipeline::plan_units(TRAIN_STEP, vec![unit], &hash, storage, opts)?;
+    let trained = Mutex::new(None);
+    let report = pipeline::run_units(
+        TRAIN_STEP,
+        plan,
+        &hash,
+        &opts.input.to_string(),
+        storage,
+        opts,
+        |_| {
+            let r = train(storage, &opts.input, &opts.output, config)?;
+            let stats = Stats {
+                docs_in: r.sample_documents,
+                docs_out: r.sample_documents,
+                bytes_in: r.sample_bytes,
+                ..Stats::default()
+            };
+            if let Ok(mut t) = trained.lock() {
+                *t = Some(r);
+            }
+            Ok(pipeline::UnitDone {
+                outputs: vec![TOKENIZER_FILE.into(), "train.json".into()],
+                stats,
+            })
+        },
+    )?;
+    let trained = trained.into_inner().unwrap_or(None);
+    Ok((report, trained))
 }
 
 /// The name of shard `k` of an input.

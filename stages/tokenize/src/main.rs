@@ -25,17 +25,8 @@ enum Command {
     /// Train a vocabulary on a seeded sample of the document shards at --input; writes
     /// <output>/tokenizer.json and <output>/train.json.
     Train {
-        /// Document shards (Parquet or JSONL): a path, file://… or s3://bucket/prefix.
-        #[arg(long)]
-        input: String,
-        /// Output prefix.
-        #[arg(long)]
-        output: String,
-        /// Stage configuration (TOML, table [train]).
-        #[arg(long)]
-        config: Option<String>,
-        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
-        log_format: LogFormat,
+        #[command(flatten)]
+        stage: StageArgs,
     },
     /// Encode documents into <output>/<stem>-NNNNN.bin/.idx with the end-of-document token
     /// after each document; writes <output>/manifest.json when every input is done.
@@ -70,32 +61,27 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let storage = Storage::new();
     match Args::parse().command {
-        Command::Train {
-            input,
-            output,
-            config,
-            log_format,
-        } => {
-            init_logging(log_format);
-            let config = load_config(&storage, config.as_deref())?;
-            let report = tokenize::train(
-                &storage,
-                &Location::parse(&input)?,
-                &Location::parse(&output)?,
-                &config.train,
-            )?;
-            println!(
-                "train: vocabulary {} (asked {}) from {} documents, {} bytes, in {:.1} s; peak memory {} MiB\n  {}",
-                report.vocab_size,
-                report.vocab_size_requested,
-                report.sample_documents,
-                report.sample_bytes,
-                report.seconds,
-                report
-                    .peak_rss_bytes
-                    .map_or("?".into(), |b| (b >> 20).to_string()),
-                report.tokenizer
-            );
+        Command::Train { stage } => {
+            init_logging(stage.log_format);
+            let config: Config = stage.load_config(&storage)?;
+            let options = stage.options()?;
+            let (run, trained) = tokenize::train_step(&storage, &options, &config.train)?;
+            match trained {
+                Some(report) => println!(
+                    "train: vocabulary {} (asked {}) from {} documents, {} bytes, in {:.1} s; peak memory {} MiB\n  {}",
+                    report.vocab_size,
+                    report.vocab_size_requested,
+                    report.sample_documents,
+                    report.sample_bytes,
+                    report.seconds,
+                    report
+                        .peak_rss_bytes
+                        .map_or("?".into(), |b| (b >> 20).to_string()),
+                    report.tokenizer
+                ),
+                None if !options.dry_run => println!("{}", summary(tokenize::TRAIN_STEP, &run)),
+                None => {}
+            }
         }
         Command::Encode { stage, tokenizer } => {
             init_logging(stage.log_format);
@@ -134,11 +120,8 @@ fn main() -> anyhow::Result<()> {
                 );
             }
             if matches!(phase, Phase::Gather | Phase::All) && !options.dry_run {
-                let s = tokenize::merge::gather(&storage, &options, &config.merge)?;
-                println!(
-                    "tokenize-gather: documents {}, bytes out {}",
-                    s.docs_in, s.bytes_out
-                );
+                let r = tokenize::merge::gather(&storage, &options, &config.merge)?;
+                println!("{}", summary("tokenize-gather", &r));
             }
         }
         Command::Inspect {
@@ -168,10 +151,6 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn load_config(storage: &Storage, url: Option<&str>) -> anyhow::Result<Config> {
-    Ok(pipeline::cli::load_toml(storage, url)?)
 }
 
 /// The tokenizer named by the manifest in the folder of `prefix`, if there is one.

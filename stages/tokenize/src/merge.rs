@@ -19,10 +19,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use pipeline::marker::{Marker, marker_location, read_marker, write_marker};
-use pipeline::runner::{Plan, pool};
+use pipeline::marker::{marker_location, read_marker};
+use pipeline::runner::{Plan, begin_input, finish_input, pool};
 use pipeline::source::Batches;
-use pipeline::{Error, Location, ObjectMeta, Result, RunOptions, Source, Stats, Storage};
+use pipeline::{Error, Location, ObjectMeta, Report, Result, RunOptions, Source, Stats, Storage};
 use rayon::prelude::*;
 
 use crate::megatron::{DatasetWriter, Dtype, Index, with_extension};
@@ -58,6 +58,9 @@ pub enum Phase {
 }
 
 const SCATTER_DIR: &str = "_scatter";
+/// Step names in markers.
+const SCATTER_STEP: &str = "tokenize-scatter";
+const GATHER_STEP: &str = "tokenize-gather";
 
 /// Megatron datasets, named by their `.idx`.
 struct IdxSource;
@@ -153,7 +156,7 @@ pub fn scatter(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Re
         output: scatter_root.clone(),
         ..opts.clone()
     };
-    let plan: Plan = pipeline::plan("tokenize-scatter", &IdxSource, &hash, storage, &plan_opts)?;
+    let plan: Plan = pipeline::plan(SCATTER_STEP, &IdxSource, &hash, storage, &plan_opts)?;
     if opts.dry_run {
         return Ok(Stats::default());
     }
@@ -162,6 +165,7 @@ pub fn scatter(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Re
             .par_iter()
             .map(|p| {
                 let start = std::time::Instant::now();
+                let marker_loc = begin_input(storage, &scatter_root, &p.stem)?;
                 let prefix = opts.input.join(&p.stem);
                 let idx = Index::read(storage, &prefix)?;
                 let bin = storage.read(&with_extension(&prefix, "bin"))?;
@@ -202,22 +206,19 @@ pub fn scatter(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Re
                     seconds: start.elapsed().as_secs_f64(),
                     ..Stats::default()
                 };
-                write_marker(
+                pipeline::runner::crash_point();
+                finish_input(
                     storage,
-                    &marker_location(&scatter_root, &p.stem),
-                    &Marker {
-                        step: "tokenize-scatter".into(),
-                        input: p.meta.location.to_string(),
-                        input_size: p.meta.size,
-                        input_etag: p.meta.etag.clone(),
-                        config_hash: hash.clone(),
-                        outputs: vec![
-                            format!("{}.bin", p.stem),
-                            format!("{}.idx", p.stem),
-                            groups_rel,
-                        ],
-                        stats: stats.clone(),
-                    },
+                    &marker_loc,
+                    SCATTER_STEP,
+                    &hash,
+                    p,
+                    vec![
+                        format!("{}.bin", p.stem),
+                        format!("{}.idx", p.stem),
+                        groups_rel,
+                    ],
+                    &stats,
                 )?;
                 Ok(stats)
             })
@@ -230,21 +231,24 @@ pub fn scatter(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Re
     Ok(total)
 }
 
-/// Gather: this task's output shards (shard k belongs to task k mod tasks).
-pub fn gather(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Result<Stats> {
+/// Gather: this task's output shards, each a unit (`shuffled-NNNNN`; shard k belongs
+/// to task k mod tasks), redone when the scattered datasets change.
+pub fn gather(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Result<Report> {
     let (names, shards, dtype) = layout(storage, &opts.input, config)?;
     let hash = config_key(config, shards);
     let scatter_root = opts.output.join(SCATTER_DIR);
     // Every input must be scattered under this configuration first.
     let mut groups: Vec<(String, Index, Groups)> = Vec::with_capacity(names.len());
+    let mut scattered = Vec::with_capacity(names.len());
     for name in &names {
-        let done = read_marker(storage, &marker_location(&scatter_root, name))?
-            .is_some_and(|m| m.config_hash == hash);
-        if !done {
-            return Err(Error::Usage(format!(
-                "input {name} is not scattered yet: run `merge --phase scatter` over every input first"
-            )));
-        }
+        let marker = read_marker(storage, &marker_location(&scatter_root, name))?
+            .filter(|m| m.config_hash == hash)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "input {name} is not scattered yet: run `merge --phase scatter` over every input first"
+                ))
+            })?;
+        scattered.push((name.clone(), marker.input_size, marker.input_etag));
         let g_loc = scatter_root.join(&format!("{name}.groups.json"));
         let g: Groups =
             serde_json::from_slice(&storage.read(&g_loc)?).map_err(|e| Error::Input {
@@ -257,59 +261,48 @@ pub fn gather(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Res
             g,
         ));
     }
-    let mine: Vec<usize> = (0..shards)
-        .filter(|k| k % opts.tasks.max(1) == opts.task)
+    let version = pipeline::cli::config_hash(GATHER_STEP, &scattered);
+    let units: Vec<pipeline::Unit> = (0..shards)
+        .map(|k| pipeline::Unit {
+            name: output_name(k),
+            size: groups
+                .iter()
+                .map(|(_, _, g)| g.ranges[k].1 - g.ranges[k].0)
+                .sum(),
+            version: version.clone(),
+        })
         .collect();
-    let results: Vec<Result<Stats>> = pool(opts.threads)?.install(|| {
-        mine.par_iter()
-            .map(|&k| {
-                gather_one(
-                    storage,
-                    opts,
-                    config,
-                    &hash,
-                    &scatter_root,
-                    &groups,
-                    dtype,
-                    k,
-                )
-            })
-            .collect()
-    });
-    let mut total = Stats::default();
-    for r in results {
-        total.merge(&r?);
+    let plan = pipeline::plan_units(GATHER_STEP, units, &hash, storage, opts)?;
+    let report = pipeline::run_units(
+        GATHER_STEP,
+        plan,
+        &hash,
+        &opts.input.to_string(),
+        storage,
+        opts,
+        |unit| {
+            let k = (0..shards)
+                .find(|&k| output_name(k) == unit.name)
+                .ok_or_else(|| Error::Usage(format!("{} is no output shard", unit.name)))?;
+            gather_one(storage, opts, config, &scatter_root, &groups, dtype, k)
+        },
+    )?;
+    if !opts.dry_run {
+        write_merge_manifest(storage, opts, shards)?;
     }
-    write_merge_manifest(storage, opts, shards)?;
-    Ok(total)
+    Ok(report)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn gather_one(
     storage: &Storage,
     opts: &RunOptions,
     config: &MergeConfig,
-    hash: &str,
     scatter_root: &Location,
     groups: &[(String, Index, Groups)],
     dtype: Dtype,
     k: usize,
-) -> Result<Stats> {
-    let start = std::time::Instant::now();
+) -> Result<pipeline::UnitDone> {
     let name = output_name(k);
-    let marker_loc = marker_location(&opts.output, &name);
-    let pseudo = ObjectMeta {
-        location: scatter_root.clone(),
-        relative: name.clone(),
-        size: groups
-            .iter()
-            .map(|(_, _, g)| g.ranges[k].1 - g.ranges[k].0)
-            .sum(),
-        etag: None,
-    };
-    if !opts.force && read_marker(storage, &marker_loc)?.is_some_and(|m| m.matches(&pseudo, hash)) {
-        return Ok(Stats::default());
-    }
     let width = dtype.size() as u64;
     let mut docs: Vec<Vec<u32>> = Vec::new();
     let mut bytes_in = 0u64;
@@ -362,23 +355,12 @@ fn gather_one(
         docs_out: docs.len() as u64,
         bytes_in,
         bytes_out: written.bytes,
-        seconds: start.elapsed().as_secs_f64(),
         ..Stats::default()
     };
-    write_marker(
-        storage,
-        &marker_loc,
-        &Marker {
-            step: "tokenize-gather".into(),
-            input: pseudo.location.to_string(),
-            input_size: pseudo.size,
-            input_etag: None,
-            config_hash: hash.to_string(),
-            outputs: vec![format!("{name}.bin"), format!("{name}.idx"), info_rel],
-            stats: stats.clone(),
-        },
-    )?;
-    Ok(stats)
+    Ok(pipeline::UnitDone {
+        outputs: vec![format!("{name}.bin"), format!("{name}.idx"), info_rel],
+        stats,
+    })
 }
 
 /// Writes the merged prefix's manifest once every output shard is done, carrying the

@@ -6,10 +6,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dedup::buckets::{MergeInput, merge_unit, pairs};
+use dedup::buckets::merge_unit;
+use dedup::merge::MergeInput;
+use dedup::pairs::pairs;
 use dedup::runs::{Entry, Layout, RunWriter, SectionReader, read_header, slots};
 use dedup::{Config, Kind};
-use pipeline::testing::{Conformance, check, snapshot};
+use pipeline::testing::{Conformance, UnitConformance, check, check_units, snapshot};
 use pipeline::{Location, RunOptions, Storage};
 use proptest::prelude::*;
 
@@ -47,7 +49,7 @@ fn dedup_all(storage: &Storage, input: &Path, work: &Path, config: &Config) -> P
     );
     dedup::signatures::signatures(storage, &opts(input, &sig), config).expect("signatures");
     dedup::buckets::buckets(storage, &opts(&sig, &bk), config, None).expect("buckets");
-    dedup::clusters::clusters(storage, &loc(&bk), &loc(&cl), config, false).expect("clusters");
+    dedup::clusters::clusters(storage, &opts(&bk, &cl), config).expect("clusters");
     let step = dedup::filter::step(storage, config, &cl.to_string_lossy()).expect("filter step");
     pipeline::run(&step, storage, &opts(input, &out)).expect("filter");
     out
@@ -269,6 +271,70 @@ fn signatures_conformance() {
     }
 }
 
+/// The dedup config file the binary reads in the conformance tests (`batch_docs = 4`,
+/// as [`config`]), for `kind`.
+fn config_file(dir: &Path, kind: Kind) -> String {
+    let path = dir.join("dedup.toml");
+    std::fs::write(
+        &path,
+        format!("batch_docs = 4\nkind = \"{}\"\n", kind.name()),
+    )
+    .expect("config");
+    path.to_string_lossy().to_string()
+}
+
+/// `mill-dedup <phase> <flags> --config <file> <extra>`, for the unit harness.
+fn phase_command<'a>(
+    phase: &'a str,
+    config: &'a str,
+    extra: &'a [String],
+) -> impl Fn(Vec<String>) -> Command + 'a {
+    move |flags| {
+        let mut c = mill();
+        c.arg(phase)
+            .args(flags)
+            .args(["--config", config])
+            .args(extra);
+        c
+    }
+}
+
+#[test]
+fn buckets_clusters_and_index_units_conform() {
+    let storage = Storage::new();
+    let work = tempfile::tempdir().expect("tmp");
+    for kind in [Kind::Minhash, Kind::Url] {
+        let cfg = config(kind);
+        let dir = work.path().join(kind.name());
+        dedup_all(&storage, &docs_dir(), &dir, &cfg);
+        let file = config_file(&dir, kind);
+        let none: Vec<String> = Vec::new();
+        let buckets_cmd = phase_command("buckets", &file, &none);
+        check_units(&UnitConformance {
+            run: &|o| dedup::buckets::buckets(&storage, o, &cfg, None),
+            input: dir.join("sig"),
+            command: Some(&buckets_cmd),
+            run_records: &[],
+        });
+        let clusters_cmd = phase_command("clusters", &file, &none);
+        check_units(&UnitConformance {
+            run: &|o| dedup::clusters::clusters(&storage, o, &cfg),
+            input: dir.join("buckets"),
+            command: Some(&clusters_cmd),
+            run_records: &[],
+        });
+        let clusters = loc(&dir.join("clusters"));
+        let extra = vec!["--clusters".to_string(), clusters.to_string()];
+        let index_cmd = phase_command("index", &file, &extra);
+        check_units(&UnitConformance {
+            run: &|o| dedup::index::index(&storage, o, &cfg, &clusters),
+            input: dir.join("sig"),
+            command: Some(&index_cmd),
+            run_records: &[],
+        });
+    }
+}
+
 #[test]
 fn filter_conformance() {
     let storage = Storage::new();
@@ -348,8 +414,7 @@ fn every_phase_resumes_and_reruns_as_a_no_op() {
     for t in 0..39 {
         dedup::buckets::buckets(&storage, &task(t), &cfg, None).expect("bucket task");
     }
-    let err = dedup::clusters::clusters(&storage, &loc(&bk), &loc(&cl), &cfg, false)
-        .expect_err("incomplete");
+    let err = dedup::clusters::clusters(&storage, &opts(&bk, &cl), &cfg).expect_err("incomplete");
     assert!(err.to_string().contains("incomplete"), "{err}");
     let last = dedup::buckets::buckets(&storage, &task(39), &cfg, None).expect("last task");
     assert_eq!(last.processed.len(), 1);
@@ -359,21 +424,21 @@ fn every_phase_resumes_and_reruns_as_a_no_op() {
     std::fs::remove_file(bk.join("_done/003-001.json")).expect("remove marker");
     let redo = dedup::buckets::buckets(&storage, &task(3 * 4 + 1), &cfg, None).expect("redo");
     assert_eq!(redo.processed, vec!["003-001".to_string()]);
-    let (s1, ran) =
-        dedup::clusters::clusters(&storage, &loc(&bk), &loc(&cl), &cfg, false).expect("clusters");
-    assert!(ran);
+    let ran = dedup::clusters::clusters(&storage, &opts(&bk, &cl), &cfg).expect("clusters");
+    assert_eq!(ran.processed, vec!["clusters".to_string()]);
+    let s1 = dedup::clusters::read_summary(&storage, &loc(&cl)).expect("summary");
     let before = snapshot(&cl);
-    let (s2, ran2) =
-        dedup::clusters::clusters(&storage, &loc(&bk), &loc(&cl), &cfg, false).expect("rerun");
-    assert!(!ran2);
+    let again = dedup::clusters::clusters(&storage, &opts(&bk, &cl), &cfg).expect("rerun");
+    assert!(again.processed.is_empty() && again.skipped == vec!["clusters".to_string()]);
+    let s2 = dedup::clusters::read_summary(&storage, &loc(&cl)).expect("summary");
     assert_eq!(s1, s2);
     assert_eq!(before, snapshot(&cl));
     // 40 tasks give the same removals as one.
     let w1 = tempfile::tempdir().expect("tmp");
     let (bk1, cl1) = (w1.path().join("bk"), w1.path().join("cl"));
     dedup::buckets::buckets(&storage, &opts(&sig, &bk1), &cfg, None).expect("one task");
-    let (s3, _) =
-        dedup::clusters::clusters(&storage, &loc(&bk1), &loc(&cl1), &cfg, false).expect("clusters");
+    dedup::clusters::clusters(&storage, &opts(&bk1, &cl1), &cfg).expect("clusters");
+    let s3 = dedup::clusters::read_summary(&storage, &loc(&cl1)).expect("summary");
     assert_eq!(s1.removed, s3.removed);
     for stem in ["a", "b", "c"] {
         assert_eq!(
@@ -402,8 +467,8 @@ fn incremental_run_against_an_index() {
     dedup::index::index(
         &storage,
         &opts(&run1.join("sig"), &index),
-        &loc(&run1.join("clusters")),
         &cfg,
+        &loc(&run1.join("clusters")),
     )
     .expect("index 1");
     let runs_after_1: Vec<_> = std::fs::read_dir(index.join("000"))
@@ -420,8 +485,8 @@ fn incremental_run_against_an_index() {
     );
     dedup::signatures::signatures(&storage, &opts(&b2, &sig), &cfg).expect("signatures");
     dedup::buckets::buckets(&storage, &opts(&sig, &bk), &cfg, Some(&loc(&index))).expect("buckets");
-    let (summary, _) =
-        dedup::clusters::clusters(&storage, &loc(&bk), &loc(&cl), &cfg, false).expect("clusters");
+    dedup::clusters::clusters(&storage, &opts(&bk, &cl), &cfg).expect("clusters");
+    let summary = dedup::clusters::read_summary(&storage, &loc(&cl)).expect("summary");
     assert!(summary.matched_index > 0, "{summary:?}");
     let step = dedup::filter::step(&storage, &cfg, &cl.to_string_lossy()).expect("step");
     pipeline::run(&step, &storage, &opts(&b2, &out)).expect("filter");
@@ -453,7 +518,7 @@ fn incremental_run_against_an_index() {
     }
     // Index grows by appending: a second run file per section, the first untouched.
     let first = std::fs::read(runs_after_1[0].as_ref().expect("entry").path()).expect("run");
-    dedup::index::index(&storage, &opts(&sig, &index), &loc(&cl), &cfg).expect("index 2");
+    dedup::index::index(&storage, &opts(&sig, &index), &cfg, &loc(&cl)).expect("index 2");
     let mut runs: Vec<PathBuf> = std::fs::read_dir(index.join("000"))
         .expect("index")
         .map(|e| e.expect("e").path())

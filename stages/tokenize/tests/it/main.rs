@@ -442,7 +442,7 @@ fn merge_shuffles_every_document_exactly_once() {
     let s = scatter(&storage, &opts, &config).expect("scatter again");
     assert_eq!(s.docs_in, 0);
     let g = gather(&storage, &opts, &config).expect("gather again");
-    assert_eq!(g.docs_in, 0);
+    assert!(g.processed.is_empty() && !g.skipped.is_empty(), "{g:?}");
     assert_eq!(before_rerun, shards(one.path()));
 }
 
@@ -586,4 +586,98 @@ fn train_encode_read_back_on_s3() {
     );
     let m = read_manifest(&storage, &base.join("tokens")).expect("manifest");
     assert!(m.shards.len() > 1);
+}
+
+/// `mill-tokenize <sub> <flags> --config <file> <extra>`, for the unit harness.
+fn tokenize_command<'a>(
+    sub: &'a [&'a str],
+    config: &'a str,
+) -> impl Fn(Vec<String>) -> Command + 'a {
+    move |flags| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mill-tokenize"));
+        c.args(sub).args(flags).args(["--config", config]);
+        c
+    }
+}
+
+#[test]
+fn train_alone_resumes_and_its_folder_serves_as_the_tokenizer() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let storage = Storage::new();
+    let opts = RunOptions::new(
+        Location::Local(docs_dir()),
+        Location::Local(out.path().to_path_buf()),
+    );
+    let (first, trained) = tokenize::train_step(&storage, &opts, &small_train()).expect("train");
+    assert_eq!(first.processed, vec![tokenize::TRAIN_UNIT.to_string()]);
+    assert!(trained.is_some());
+    let before = snapshot(out.path());
+    let (again, trained) = tokenize::train_step(&storage, &opts, &small_train()).expect("rerun");
+    assert!(
+        again.processed.is_empty() && again.skipped.len() == 1,
+        "{again:?}"
+    );
+    assert!(trained.is_none());
+    assert_eq!(before, snapshot(out.path()));
+    // A marker `mill status` reads, like every other step's.
+    let markers = pipeline::marker::list_markers(&storage, &opts.output).expect("markers");
+    assert_eq!(markers.len(), 1);
+    assert_eq!(markers[0].0, tokenize::TRAIN_UNIT);
+    // The folder loads the tokenizer.json inside it.
+    let kind = EncoderKind::Fast;
+    let eod = tokenize::END_OF_DOCUMENT;
+    let folder = Loaded::read(&storage, &out.path().display().to_string(), kind, eod)
+        .expect("tokenizer from its folder");
+    let file = out.path().join(tokenize::TOKENIZER_FILE);
+    let direct =
+        Loaded::read(&storage, &file.display().to_string(), kind, eod).expect("tokenizer.json");
+    assert_eq!(folder.sha256, direct.sha256);
+}
+
+#[test]
+fn train_and_gather_units_conform() {
+    let config_dir = tempfile::tempdir().expect("tempdir");
+    let file = config_dir.path().join("tokenize.toml");
+    std::fs::write(
+        &file,
+        "[train]\nvocab_size = 1200\n[merge]\nseed = 7\nshard_tokens = 3000\n",
+    )
+    .expect("config");
+    let file = file.to_string_lossy().to_string();
+    let storage = Storage::new();
+    let train_cmd = tokenize_command(&["train"], &file);
+    pipeline::testing::check_units(&pipeline::testing::UnitConformance {
+        run: &|o| Ok(tokenize::train_step(&storage, o, &small_train())?.0),
+        input: docs_dir(),
+        command: Some(&train_cmd),
+        run_records: &["train.json"],
+    });
+    let encoded = tempfile::tempdir().expect("tempdir");
+    encode_to(
+        encoded.path(),
+        &EncodeConfig {
+            shard_bytes: 5000,
+            ..EncodeConfig::default()
+        },
+        EncoderKind::Fast,
+        0,
+    );
+    let merge = MergeConfig {
+        seed: 7,
+        shard_tokens: 3000,
+    };
+    let merge_cmd = tokenize_command(&["merge", "--phase", "all"], &file);
+    pipeline::testing::check_units(&pipeline::testing::UnitConformance {
+        // As `merge --phase all` does: gather has nothing to plan before a scatter.
+        run: &|o| {
+            scatter(&storage, o, &merge)?;
+            if o.dry_run {
+                return Ok(pipeline::Report::default());
+            }
+            gather(&storage, o, &merge)
+        },
+        input: encoded.path().to_path_buf(),
+        command: Some(&merge_cmd),
+        run_records: &[],
+    });
 }
