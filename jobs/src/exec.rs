@@ -50,6 +50,12 @@ pub fn fuse(name: &str, steps: Vec<Step>) -> Result<Step> {
         ..first
     };
     for s in iter {
+        if s.shard != fused.shard {
+            return Err(Error::Usage(format!(
+                "step {name}: stage {} writes shards with {:?}, the chain before it with {:?}; fused stages write one set of shards, so they must agree",
+                s.name, s.shard, fused.shard
+            )));
+        }
         hashes.push(s.config_hash);
         fused.stages.extend(s.stages);
         fused.partition = fused.partition.or(s.partition);
@@ -60,20 +66,10 @@ pub fn fuse(name: &str, steps: Vec<Step>) -> Result<Step> {
 
 fn chain(storage: &Storage, p: &Pipeline, spec: &StepSpec) -> Result<Step> {
     let mut steps = Vec::new();
-    for stage in &spec.stages {
-        steps.push(match stage.as_str() {
-            "extract" => extract::step(storage, &p.stage_config("extract")?)?,
-            "import" => import::step(&p.stage_config("import")?),
-            "langid" => langid::step(storage, &p.stage_config("langid")?)?,
-            "quality" => quality::step(&p.stage_config("quality")?),
-            "toxicity" => toxicity::step(storage, &p.stage_config("toxicity")?)?,
-            other => {
-                return Err(Error::Usage(format!(
-                    "step {}: unknown stage {other}",
-                    spec.name
-                )));
-            }
-        });
+    for name in &spec.stages {
+        let stage = crate::stages::chain_stage(name)
+            .ok_or_else(|| Error::Usage(format!("step {}: unknown stage {name}", spec.name)))?;
+        steps.push((stage.build)(storage, p)?);
     }
     fuse(&spec.name, steps)
 }
@@ -302,6 +298,22 @@ fn truncate(s: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fuse_refuses_stages_that_write_shards_differently() {
+        let step = |name: &str, zstd_level: i32| Step {
+            name: name.into(),
+            shard: pipeline::shard::ShardOptions {
+                zstd_level,
+                ..Default::default()
+            },
+            ..quality::step(&quality::Config::default())
+        };
+        let same = fuse("text", vec![step("a", 3), step("b", 3)]).expect("same options fuse");
+        assert_eq!(same.stages.len(), 2);
+        let err = fuse("text", vec![step("a", 3), step("b", 9)]).expect_err("must refuse");
+        assert!(err.to_string().contains("must agree"), "{err}");
+    }
 
     #[test]
     fn rate_counts_only_this_runs_inputs() {

@@ -6,6 +6,7 @@
 pub mod exec;
 pub mod report;
 pub mod spec;
+pub mod stages;
 pub mod status;
 
 pub use exec::{Flags, StepSummary, run, run_task, summary_table};

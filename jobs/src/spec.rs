@@ -97,9 +97,6 @@ pub enum Kind {
     TokenizeEncode,
 }
 
-/// Stages a chain may hold.
-pub const CHAIN_STAGES: &[&str] = &["extract", "import", "langid", "quality", "toxicity"];
-
 impl Kind {
     /// Whether the step runs once, whatever the task count (task 0 does it).
     pub fn single_task(self) -> bool {
@@ -120,15 +117,19 @@ impl StepSpec {
             (Some(_), false) => bad("give `stages` or `phase`, not both".into()),
             (None, true) => bad("give `stages` (a chain) or `phase`".into()),
             (None, false) => {
-                for s in &self.stages {
-                    if !CHAIN_STAGES.contains(&s.as_str()) {
-                        return bad(format!(
-                            "unknown stage {s:?} (chains hold {CHAIN_STAGES:?})"
-                        ));
+                for (i, s) in self.stages.iter().enumerate() {
+                    match crate::stages::chain_stage(s) {
+                        None => {
+                            return bad(format!(
+                                "unknown stage {s:?} (chains hold {:?})",
+                                crate::stages::chain_names()
+                            ));
+                        }
+                        Some(stage) if stage.starts_chain && i > 0 => {
+                            return bad(format!("{s} reads raw inputs: it can only start a chain"));
+                        }
+                        Some(_) => {}
                     }
-                }
-                if self.stages.iter().skip(1).any(|s| s == "extract") {
-                    return bad("extract reads WARC files: it can only start a chain".into());
                 }
                 Ok(Kind::Chain)
             }
@@ -200,13 +201,16 @@ impl Pipeline {
             seen.push(&s.name);
         }
         for stage in self.config.keys() {
-            if ![
-                "extract", "import", "langid", "quality", "toxicity", "dedup", "tokenize",
-            ]
-            .contains(&stage.as_str())
-            {
-                return Err(Error::Usage(format!("[config.{stage}]: no such stage")));
-            }
+            let check = match crate::stages::chain_stage(stage) {
+                Some(s) => s.check,
+                None => match crate::stages::PHASED.iter().find(|(n, _)| n == stage) {
+                    Some((_, check)) => *check,
+                    None => {
+                        return Err(Error::Usage(format!("[config.{stage}]: no such stage")));
+                    }
+                },
+            };
+            check(self)?;
         }
         Ok(())
     }
@@ -354,5 +358,13 @@ clusters = "sig"
             let err = r.expect_err(why).to_string();
             assert!(err.contains(why), "{err} should say {why}");
         }
+        // A stage's table is parsed as its configuration when the file is read: a
+        // misspelt key is refused before anything runs.
+        let typo = GOOD.replace("kind = \"exact\"", "kind = \"exact\"\nbands_typo = 3");
+        let err = Pipeline::parse(&typo).expect_err("typo").to_string();
+        assert!(
+            err.contains("[config.dedup]") && err.contains("bands_typo"),
+            "{err}"
+        );
     }
 }

@@ -23,7 +23,7 @@ use crate::source::DocBatch;
 use crate::storage::{ObjectMeta, Storage, Writer};
 
 /// How shards are written.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardOptions {
     /// A row group is closed once its encoded size passes this (pyarrow's and
     /// datatrove's files use row groups of this order).
