@@ -202,3 +202,70 @@ pub fn split_global(g: u64) -> Option<(usize, u32)> {
 
 /// Global number of index entries.
 pub const INDEX: u64 = 0;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The modules of this crate each module names (`crate::<module>`), from the sources.
+    fn imports() -> BTreeMap<String, BTreeSet<String>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).expect("src") {
+            let path = entry.expect("entry").path();
+            let stem = path
+                .file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .to_string();
+            if stem != "lib" && stem != "main" {
+                files.insert(stem, std::fs::read_to_string(&path).expect("source"));
+            }
+        }
+        let modules: BTreeSet<String> = files.keys().cloned().collect();
+        files
+            .iter()
+            .map(|(name, text)| {
+                let used = modules
+                    .iter()
+                    .filter(|m| *m != name)
+                    .filter(|m| {
+                        text.contains(&format!("crate::{m}::"))
+                            || text.contains(&format!("crate::{m}}}"))
+                            || text.contains(&format!("crate::{m};"))
+                    })
+                    .cloned()
+                    .collect();
+                (name.clone(), used)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_module_imports_one_that_imports_it_back() {
+        let graph = imports();
+        assert!(
+            graph["clusters"].contains("pairs"),
+            "the scan finds imports"
+        );
+        // Depth-first search from every module: reaching it again is a circle.
+        for start in graph.keys() {
+            let mut stack: Vec<Vec<&str>> = vec![vec![start.as_str()]];
+            while let Some(path) = stack.pop() {
+                let last = path[path.len() - 1];
+                for next in &graph[last] {
+                    assert!(
+                        next != start,
+                        "import circle: {} -> {next}",
+                        path.join(" -> ")
+                    );
+                    if !path.contains(&next.as_str()) {
+                        let mut longer = path.clone();
+                        longer.push(next);
+                        stack.push(longer);
+                    }
+                }
+            }
+        }
+    }
+}
