@@ -6,6 +6,9 @@ use pipeline::{Result, Step, Storage};
 
 use crate::spec::Pipeline;
 
+/// Parses a stage's `[config.<name>]` table as its configuration type.
+pub type ConfigCheck = fn(&Pipeline) -> Result<()>;
+
 /// A per-document stage a chain may hold.
 #[derive(Debug)]
 pub struct ChainStage {
@@ -14,7 +17,7 @@ pub struct ChainStage {
     /// It reads raw inputs (WARC), so it can only start a chain.
     pub starts_chain: bool,
     /// Parses `[config.<name>]` as the stage's configuration type.
-    pub check: fn(&Pipeline) -> Result<()>,
+    pub check: ConfigCheck,
     /// Builds the stage's step from its configuration.
     pub build: fn(&Storage, &Pipeline) -> Result<Step>,
 }
@@ -55,7 +58,7 @@ pub const CHAIN: &[ChainStage] = &[
 
 /// Stages run as phases (`phase = "<stage>.<phase>"`), with the check of their
 /// `[config.<stage>]` table.
-pub const PHASED: &[(&str, fn(&Pipeline) -> Result<()>)] = &[
+pub const PHASED: &[(&str, ConfigCheck)] = &[
     ("dedup", |p| {
         p.stage_config::<dedup::Config>("dedup").map(drop)
     }),
