@@ -24,6 +24,7 @@ pub mod storage;
 pub mod tasks;
 pub mod testing;
 pub mod text;
+pub mod tokens;
 
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};

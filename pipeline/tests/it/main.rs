@@ -5,3 +5,4 @@ mod runner;
 mod s3env;
 mod shards;
 mod storage;
+mod tokens;

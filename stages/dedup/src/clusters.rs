@@ -289,10 +289,13 @@ fn pairs_to_dups(
         d.keepers.sort_unstable();
         summary.removed += d.removed.len() as u64;
         let rel = format!("{}{SUFFIX}", f.stem);
+        // The unit owns these names: a killed attempt's temporaries go first.
+        storage.remove_stale_temporaries(&output.join(&rel))?;
         storage.put(&output.join(&rel), &d.encode())?;
         outputs.push(rel);
     }
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?;
+    storage.remove_stale_temporaries(&output.join(SUMMARY))?;
     storage.put(&output.join(SUMMARY), &json)?;
     outputs.push(SUMMARY.into());
     let mut stats = Stats {

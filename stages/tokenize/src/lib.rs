@@ -3,6 +3,9 @@
 //! shuffle documents globally into fixed-size shards ([`merge`]), and look inside a
 //! shard ([`inspect`]).
 //!
+//! The shard format (Megatron `.bin/.idx`, the manifest) lives in `pipeline::tokens`, so
+//! that the trainer reads shards without this crate.
+//!
 //! Layout of an encode output prefix:
 //!
 //! ```text
@@ -16,7 +19,6 @@
 //! ```
 
 pub mod bpe;
-pub mod megatron;
 pub mod merge;
 
 use std::collections::VecDeque;
@@ -38,8 +40,10 @@ use pipeline::{
 };
 
 pub use bpe::{END_OF_DOCUMENT, Encoder, EncoderKind, TrainConfig};
-pub use megatron::{DatasetWriter, Dtype, Index};
 pub use merge::MergeConfig;
+pub use pipeline::tokens::{
+    DatasetWriter, Dtype, Index, MANIFEST, Manifest, ShardInfo, read_manifest, with_extension,
+};
 
 /// The whole stage configuration (TOML): one table per subcommand.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -88,8 +92,6 @@ pub const EMPTY_TEXT: &str = "empty_text";
 pub const ENCODE_FAILED: &str = "encode_failed";
 /// Folder of per-input shard lists.
 pub const SHARDS_DIR: &str = "_shards";
-/// File name of the manifest below an output prefix.
-pub const MANIFEST: &str = "manifest.json";
 
 pub use pipeline::cli::sha256_hex;
 
@@ -177,6 +179,7 @@ pub fn train(
     tracing::info!(input = %input, sample_bytes = config.sample_bytes, vocab_size = config.vocab_size, "training");
     let trained = bpe::train(config, texts, &failed)?;
     let tokenizer_loc = output.join("tokenizer.json");
+    storage.remove_stale_temporaries(&tokenizer_loc)?;
     storage.put(&tokenizer_loc, trained.json.as_bytes())?;
     let report = TrainReport {
         tokenizer: tokenizer_loc.to_string(),
@@ -191,6 +194,7 @@ pub fn train(
     };
     let json = serde_json::to_vec_pretty(&report)
         .map_err(|e| Error::Usage(format!("serialising the training report: {e}")))?;
+    storage.remove_stale_temporaries(&output.join("train.json"))?;
     storage.put(&output.join("train.json"), &json)?;
     Ok(report)
 }
@@ -278,33 +282,6 @@ impl Iterator for SampleTexts<'_> {
 
 // ---------------------------------------------------------------------------------
 // encode
-
-/// One finished shard of an input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShardInfo {
-    /// Dataset name below the output prefix (without `.bin`/`.idx`).
-    pub name: String,
-    pub documents: u64,
-    pub tokens: u64,
-    /// Bytes of `.bin` plus `.idx`.
-    pub bytes: u64,
-}
-
-/// The manifest of an output prefix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Manifest {
-    pub tokenizer: String,
-    pub tokenizer_sha256: String,
-    pub vocab_size: usize,
-    pub dtype: Dtype,
-    pub end_of_document: String,
-    pub end_of_document_id: u32,
-    pub documents: u64,
-    pub tokens: u64,
-    pub shards: Vec<ShardInfo>,
-}
 
 /// A loaded tokenizer with what the encoder needs to know of it.
 #[derive(Debug)]
@@ -552,8 +529,8 @@ fn encode_input(
     let mut k = shards.len();
     loop {
         let prefix = opts.output.join(&shard_name(&p.stem, k));
-        let idx = megatron::with_extension(&prefix, "idx");
-        let bin = megatron::with_extension(&prefix, "bin");
+        let idx = with_extension(&prefix, "idx");
+        let bin = with_extension(&prefix, "bin");
         if !storage.exists(&idx)? && !storage.exists(&bin)? {
             break;
         }
@@ -587,6 +564,7 @@ fn encode_input(
     let shards_rel = format!("{SHARDS_DIR}/{}.json", p.stem);
     let json = serde_json::to_vec_pretty(&shards)
         .map_err(|e| Error::Usage(format!("serialising shard list: {e}")))?;
+    storage.remove_stale_temporaries(&opts.output.join(&shards_rel))?;
     storage.put(&opts.output.join(&shards_rel), &json)?;
     outputs.push(shards_rel);
     stats.bytes_in = p.meta.size;
@@ -670,15 +648,6 @@ fn write_manifest_if_complete(
     storage.put(&output.join(MANIFEST), &json)
 }
 
-/// Reads the manifest of an output prefix.
-pub fn read_manifest(storage: &Storage, output: &Location) -> Result<Manifest> {
-    let loc = output.join(MANIFEST);
-    serde_json::from_slice(&storage.read(&loc)?).map_err(|e| Error::Input {
-        url: loc.to_string(),
-        message: format!("unreadable manifest: {e}"),
-    })
-}
-
 // ---------------------------------------------------------------------------------
 // inspect
 
@@ -691,7 +660,7 @@ pub fn inspect(
     show: usize,
 ) -> Result<String> {
     let idx = Index::read(storage, prefix)?;
-    let bin = megatron::with_extension(prefix, "bin");
+    let bin = with_extension(prefix, "bin");
     let bin_size = storage
         .head(&bin)?
         .map(|m| m.size)

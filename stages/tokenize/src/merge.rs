@@ -25,8 +25,8 @@ use pipeline::source::Batches;
 use pipeline::{Error, Location, ObjectMeta, Report, Result, RunOptions, Source, Stats, Storage};
 use rayon::prelude::*;
 
-use crate::megatron::{DatasetWriter, Dtype, Index, with_extension};
 use crate::{MANIFEST, Manifest, ShardInfo};
+use pipeline::tokens::{DatasetWriter, Dtype, Index, with_extension};
 
 /// How the shuffle runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,7 +197,10 @@ pub fn scatter(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Re
                 let groups_rel = format!("{}.groups.json", p.stem);
                 let json = serde_json::to_vec(&groups)
                     .map_err(|e| Error::Usage(format!("serialising groups: {e}")))?;
-                storage.put(&scatter_root.join(&groups_rel), &json)?;
+                // This input owns the name: a killed attempt's temporary goes first.
+                let groups_loc = scatter_root.join(&groups_rel);
+                storage.remove_stale_temporaries(&groups_loc)?;
+                storage.put(&groups_loc, &json)?;
                 let stats = Stats {
                     docs_in: idx.len() as u64,
                     docs_out: idx.len() as u64,
@@ -303,33 +306,16 @@ fn gather_one(
     k: usize,
 ) -> Result<pipeline::UnitDone> {
     let name = output_name(k);
-    let width = dtype.size() as u64;
     let mut docs: Vec<Vec<u32>> = Vec::new();
     let mut bytes_in = 0u64;
     for (input, idx, g) in groups {
-        let (first, end) = g.ranges[k];
-        if end <= first {
-            continue;
-        }
-        let (first, end) = (first as usize, end as usize);
-        let from = idx.pointers[first];
-        let len: u64 = idx.lengths[first..end]
+        let (first, end) = (g.ranges[k].0 as usize, g.ranges[k].1 as usize);
+        let span = idx.documents(storage, &scatter_root.join(input), first, end.max(first))?;
+        bytes_in += span
             .iter()
-            .map(|&l| u64::from(l) * width)
-            .sum();
-        let prefix = scatter_root.join(input);
-        let bytes = if len == 0 {
-            Default::default()
-        } else {
-            storage.read_range(&with_extension(&prefix, "bin"), from, len)?
-        };
-        bytes_in += len;
-        let mut at = 0usize;
-        for &l in &idx.lengths[first..end] {
-            let n = l as usize * width as usize;
-            docs.push(dtype.decode(&bytes[at..at + n]));
-            at += n;
-        }
+            .map(|d| (d.len() * dtype.size()) as u64)
+            .sum::<u64>();
+        docs.extend(span);
     }
     let mut rng =
         fastrand::Rng::with_seed(config.seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -349,6 +335,7 @@ fn gather_one(
     let info_rel = format!("{}/{name}.json", crate::SHARDS_DIR);
     let json = serde_json::to_vec_pretty(&vec![info])
         .map_err(|e| Error::Usage(format!("serialising shard list: {e}")))?;
+    storage.remove_stale_temporaries(&opts.output.join(&info_rel))?;
     storage.put(&opts.output.join(&info_rel), &json)?;
     let stats = Stats {
         docs_in: docs.len() as u64,

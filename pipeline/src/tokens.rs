@@ -1,4 +1,8 @@
-//! Megatron-LM indexed datasets: `<name>.bin` holds the token ids of every document back
+//! Token shards: Megatron-LM indexed datasets and the manifest that lists them, as the
+//! tokenize stage writes them and the trainer reads them (from disk or S3, with ranged
+//! reads: an index, then the documents it points at, never a whole `.bin`).
+//!
+//! `<name>.bin` holds the token ids of every document back
 //! to back (little endian); `<name>.idx` says where each document starts and how long it
 //! is. The layout is the one `megatron/core/datasets/indexed_dataset.py` reads (index
 //! version 1, no sequence modes):
@@ -16,8 +20,10 @@
 
 use std::io::Write;
 
-use pipeline::storage::Writer;
-use pipeline::{Error, Location, Result, Storage};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::storage::{Location, Storage, Writer};
 
 /// Magic bytes at the start of every `.idx`.
 pub const MAGIC: &[u8; 9] = b"MMIDIDX\x00\x00";
@@ -26,7 +32,7 @@ pub const VERSION: u64 = 1;
 const HEADER_BYTES: usize = 9 + 8 + 1 + 8 + 8;
 
 /// The integer type of the ids in a `.bin`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
     U16,
@@ -222,6 +228,96 @@ impl Index {
         let bytes = storage.read_range(&bin, self.pointers[i], len)?;
         Ok(self.dtype.decode(&bytes))
     }
+
+    /// The ids of documents `first..end`, read with one ranged request (documents are
+    /// back to back in the `.bin`).
+    pub fn documents(
+        &self,
+        storage: &Storage,
+        prefix: &Location,
+        first: usize,
+        end: usize,
+    ) -> Result<Vec<Vec<u32>>> {
+        let bin = with_extension(prefix, "bin");
+        if end > self.len() || first > end {
+            return Err(Error::Input {
+                url: bin.to_string(),
+                message: format!(
+                    "documents {first}..{end} asked of a dataset of {}",
+                    self.len()
+                ),
+            });
+        }
+        if first == end {
+            return Ok(Vec::new());
+        }
+        let width = self.dtype.size();
+        let len: u64 = self.lengths[first..end]
+            .iter()
+            .map(|&l| u64::from(l) * width as u64)
+            .sum();
+        let bytes = if len == 0 {
+            Default::default()
+        } else {
+            storage.read_range(&bin, self.pointers[first], len)?
+        };
+        if bytes.len() as u64 != len {
+            return Err(Error::Input {
+                url: bin.to_string(),
+                message: format!("{} bytes where the index says {len}", bytes.len()),
+            });
+        }
+        let mut at = 0;
+        Ok(self.lengths[first..end]
+            .iter()
+            .map(|&l| {
+                let n = l as usize * width;
+                let ids = self.dtype.decode(&bytes[at..at + n]);
+                at += n;
+                ids
+            })
+            .collect())
+    }
+}
+
+/// File name of the manifest below a token-shard prefix.
+pub const MANIFEST: &str = "manifest.json";
+
+/// One finished token shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardInfo {
+    /// Dataset name below the output prefix (without `.bin`/`.idx`).
+    pub name: String,
+    pub documents: u64,
+    pub tokens: u64,
+    /// Bytes of `.bin` plus `.idx`.
+    pub bytes: u64,
+}
+
+/// The manifest of a token-shard prefix: the tokenizer the ids belong to and every
+/// shard, written once all of them are complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub tokenizer: String,
+    pub tokenizer_sha256: String,
+    pub vocab_size: usize,
+    pub dtype: Dtype,
+    pub end_of_document: String,
+    pub end_of_document_id: u32,
+    pub documents: u64,
+    pub tokens: u64,
+    pub shards: Vec<ShardInfo>,
+}
+
+/// Reads the manifest below `prefix`.
+pub fn read_manifest(storage: &Storage, prefix: &Location) -> Result<Manifest> {
+    let loc = prefix.join(MANIFEST);
+    serde_json::from_slice(&storage.read(&loc)?).map_err(|e| Error::Input {
+        url: loc.to_string(),
+        message: format!("unreadable manifest: {e}"),
+    })
 }
 
 /// `<prefix>.<ext>`.
