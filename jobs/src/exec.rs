@@ -43,6 +43,12 @@ pub fn fuse(name: &str, steps: Vec<Step>) -> Result<Step> {
     let first = iter
         .next()
         .ok_or_else(|| Error::Usage(format!("step {name}: no stages")))?;
+    if first.per_input.is_some() {
+        return Err(Error::Usage(format!(
+            "step {name}: {} works per input and cannot be fused",
+            first.name
+        )));
+    }
     let mut hashes = vec![first.config_hash.clone()];
     let mut fused = Step {
         name: name.to_string(),
@@ -50,6 +56,12 @@ pub fn fuse(name: &str, steps: Vec<Step>) -> Result<Step> {
         ..first
     };
     for s in iter {
+        if s.per_input.is_some() {
+            return Err(Error::Usage(format!(
+                "step {name}: {} works per input and cannot be fused",
+                s.name
+            )));
+        }
         if s.shard != fused.shard {
             return Err(Error::Usage(format!(
                 "step {name}: stage {} writes shards with {:?}, the chain before it with {:?}; fused stages write one set of shards, so they must agree",

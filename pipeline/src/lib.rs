@@ -29,8 +29,8 @@ pub mod tokens;
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};
 pub use runner::{
-    Partition, Plan, Planned, Report, RunOptions, Stage, Step, Unit, UnitDone, UnitPlan, Verdict,
-    plan, plan_units, run, run_units,
+    InputStage, Partition, Plan, Planned, Report, RowStage, RunOptions, Stage, Step, Unit,
+    UnitDone, UnitPlan, Verdict, plan, plan_units, run, run_units,
 };
 pub use source::{DocBatch, DocumentSource, Source};
 pub use stats::Stats;

@@ -34,20 +34,24 @@ pub trait Stage: Send + Sync {
     }
     /// Looks at one document.
     fn process(&self, doc: &mut Document) -> Verdict;
-    /// Looks at one document knowing its row: its position among the documents the
-    /// source read from this input (0-based). Stages that name documents by position
-    /// (dedup's filter) override this; the default ignores the row.
-    fn process_row(&self, doc: &mut Document, row: u64) -> Verdict {
-        let _ = row;
-        self.process(doc)
-    }
-    /// A stage bound to one input, for stages whose work depends on which input is
-    /// read (dedup's filter loads that input's removal list). `None`: `self` serves
-    /// every input. It must declare the same columns as `self`.
-    fn for_input(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn Stage>>> {
-        let _ = (storage, input);
-        Ok(None)
-    }
+}
+
+/// Work that depends on which input is read and on each document's row in it (dedup's
+/// filter: that input's removal list, by row). The runner binds it to each input before
+/// reading; only the bound [`RowStage`] sees documents, so there is no unbound state.
+pub trait InputStage: Send + Sync {
+    /// Name, used in logs.
+    fn name(&self) -> &'static str;
+    /// Typed columns the bound stage writes with [`Document::annotate`].
+    fn columns(&self) -> Vec<Column>;
+    /// Loads what one input needs.
+    fn bind(&self, storage: &Storage, input: &Planned) -> Result<Box<dyn RowStage>>;
+}
+
+/// An [`InputStage`] bound to one input: looks at a document knowing its row, its
+/// position among the documents the source read from the input (0-based).
+pub trait RowStage: Send + Sync {
+    fn process(&self, doc: &mut Document, row: u64) -> Verdict;
 }
 
 /// One pass over the inputs: a chain of stages fused together.
@@ -64,6 +68,8 @@ pub struct Step {
     pub shard: ShardOptions,
     /// Spread kept documents over output folders (`None`: one output per input).
     pub partition: Option<Partition>,
+    /// Per-input work applied after `stages` (see [`InputStage`]).
+    pub per_input: Option<Box<dyn InputStage>>,
 }
 
 /// How the kept documents of one input are spread over output folders.
@@ -99,7 +105,12 @@ impl std::fmt::Debug for Step {
             .field("name", &self.name)
             .field(
                 "stages",
-                &self.stages.iter().map(|s| s.name()).collect::<Vec<_>>(),
+                &self
+                    .stages
+                    .iter()
+                    .map(|s| s.name())
+                    .chain(self.per_input.iter().map(|s| s.name()))
+                    .collect::<Vec<_>>(),
             )
             .field("config_hash", &self.config_hash)
             .finish()
@@ -109,7 +120,13 @@ impl std::fmt::Debug for Step {
 impl Step {
     fn declared(&self) -> Vec<Column> {
         let mut cols: Vec<Column> = Vec::new();
-        for c in self.stages.iter().flat_map(|s| s.columns()) {
+        let per_input = self.per_input.iter().flat_map(|s| s.columns());
+        for c in self
+            .stages
+            .iter()
+            .flat_map(|s| s.columns())
+            .chain(per_input)
+        {
             if !cols.iter().any(|k| k.name == c.name) {
                 cols.push(c);
             }
@@ -117,22 +134,24 @@ impl Step {
         cols
     }
 
-    /// The stages bound to one input (see [`Stage::for_input`]).
-    fn bind(&self, storage: &Storage, input: &Planned) -> Result<Vec<Option<Box<dyn Stage>>>> {
-        self.stages
-            .iter()
-            .map(|s| s.for_input(storage, input))
-            .collect()
+    /// The per-input work bound to one input.
+    fn bind(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn RowStage>>> {
+        self.per_input
+            .as_ref()
+            .map(|s| s.bind(storage, input))
+            .transpose()
     }
 
-    fn verdict(&self, bound: &[Option<Box<dyn Stage>>], doc: &mut Document, row: u64) -> Verdict {
-        for (stage, own) in self.stages.iter().zip(bound) {
-            let stage = own.as_deref().unwrap_or(stage.as_ref());
-            if let Verdict::Drop(reason) = stage.process_row(doc, row) {
+    fn verdict(&self, bound: Option<&dyn RowStage>, doc: &mut Document, row: u64) -> Verdict {
+        for stage in &self.stages {
+            if let Verdict::Drop(reason) = stage.process(doc) {
                 return Verdict::Drop(reason);
             }
         }
-        Verdict::Keep
+        match bound {
+            Some(stage) => stage.process(doc, row),
+            None => Verdict::Keep,
+        }
     }
 }
 
@@ -402,7 +421,7 @@ fn process_input(
         let verdicts: Vec<Verdict> = docs
             .par_iter_mut()
             .enumerate()
-            .map(|(i, d)| step.verdict(&bound, d, first_row + i as u64))
+            .map(|(i, d)| step.verdict(bound.as_deref(), d, first_row + i as u64))
             .collect();
         first_row += docs.len() as u64;
         let carry = batch.carry.as_ref();

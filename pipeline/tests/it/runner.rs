@@ -69,6 +69,7 @@ fn test_step(min: usize) -> Step {
             ..ShardOptions::default()
         },
         partition: None,
+        per_input: None,
     }
 }
 
@@ -123,6 +124,7 @@ fn parquet_fixture(seed: u64) -> Vec<u8> {
         config_hash: String::new(),
         shard: ShardOptions::default(),
         partition: None,
+        per_input: None,
     };
     run(
         &step,
@@ -484,6 +486,7 @@ fn a_corrupt_row_group_is_counted_row_for_row() {
             ..ShardOptions::default()
         },
         partition: None,
+        per_input: None,
     };
     let shard_dir = dir.path().join("shard");
     run(

@@ -5,8 +5,8 @@
 use pipeline::cli::config_hash;
 use pipeline::shard::ShardOptions;
 use pipeline::{
-    Column, ColumnKind, Document, Error, Location, Planned, Result, Stage, Step, Storage, Value,
-    Verdict,
+    Column, ColumnKind, Document, Error, InputStage, Location, Planned, Result, RowStage, Step,
+    Storage, Value, Verdict,
 };
 
 use crate::dups::{CLUSTERS_UNIT, Dups, read_dups};
@@ -15,16 +15,22 @@ use crate::{Config, Kind};
 /// Step name in markers.
 pub const STEP: &str = "dedup-filter";
 
-/// The filter: over all inputs it only binds itself to each input's removal list
-/// (`dups`); bound, it drops the listed rows.
+/// The filter over all inputs: binds each input to its removal list.
 #[derive(Debug)]
 pub struct DedupFilter {
     kind: Kind,
     clusters: Location,
-    dups: Option<Dups>,
 }
 
-impl Stage for DedupFilter {
+/// The filter bound to one input: drops the listed rows, writes the cluster size of
+/// the rest.
+#[derive(Debug)]
+pub struct BoundFilter {
+    kind: Kind,
+    dups: Dups,
+}
+
+impl InputStage for DedupFilter {
     fn name(&self) -> &'static str {
         "dedup-filter"
     }
@@ -36,41 +42,32 @@ impl Stage for DedupFilter {
         }]
     }
 
-    fn process(&self, _doc: &mut Document) -> Verdict {
-        // Rows are needed: the runner calls `for_input`, then `process_row` on the bound
-        // stage. Reaching this means a caller skipped binding.
-        Verdict::Drop("unbound_dedup_filter")
+    fn bind(&self, storage: &Storage, input: &Planned) -> Result<Box<dyn RowStage>> {
+        Ok(Box::new(BoundFilter {
+            kind: self.kind,
+            dups: read_dups(storage, &self.clusters, &input.stem)?,
+        }))
     }
+}
 
-    fn process_row(&self, doc: &mut Document, row: u64) -> Verdict {
-        let Some(dups) = &self.dups else {
-            return Verdict::Drop("unbound_dedup_filter");
-        };
-        let Ok(row) = u32::try_from(row) else {
-            return Verdict::Drop(self.kind.reason());
-        };
-        if dups.removed.binary_search(&row).is_ok() {
+impl RowStage for BoundFilter {
+    fn process(&self, doc: &mut Document, row: u64) -> Verdict {
+        // The signatures phase refuses inputs with rows past u32: none is listed.
+        let listed = u32::try_from(row).ok();
+        if listed.is_some_and(|r| self.dups.removed.binary_search(&r).is_ok()) {
             return Verdict::Drop(self.kind.reason());
         }
-        let size = match dups.keepers.binary_search_by_key(&row, |k| k.0) {
-            Ok(i) => dups.keepers[i].1 as i64,
-            Err(_) => 1,
-        };
+        let size = listed
+            .and_then(|r| self.dups.keepers.binary_search_by_key(&r, |k| k.0).ok())
+            .map_or(1, |i| self.dups.keepers[i].1 as i64);
         doc.annotate(self.kind.size_column(), Value::I64(size));
         Verdict::Keep
-    }
-
-    fn for_input(&self, storage: &Storage, input: &Planned) -> Result<Option<Box<dyn Stage>>> {
-        Ok(Some(Box::new(DedupFilter {
-            kind: self.kind,
-            clusters: self.clusters.clone(),
-            dups: Some(read_dups(storage, &self.clusters, &input.stem)?),
-        })))
     }
 }
 
 /// The filter step over the documents the signatures were computed from.
 pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> {
+    config.validate()?;
     let loc = Location::parse(clusters)?;
     // The removal lists' identity: a new clusters result redoes the filter.
     let marker = pipeline::marker::read_marker(
@@ -84,11 +81,11 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
     })?;
     Ok(Step {
         name: STEP.into(),
-        stages: vec![Box::new(DedupFilter {
+        stages: Vec::new(),
+        per_input: Some(Box::new(DedupFilter {
             kind: config.kind,
             clusters: loc,
-            dups: None,
-        })],
+        })),
         source: Box::new(crate::signatures::source(config)),
         config_hash: config_hash(STEP, &(config.kind, &marker.config_hash)),
         shard: ShardOptions::default(),

@@ -435,6 +435,7 @@ pub fn step(storage: &Storage, config: &Config) -> pipeline::Result<Step> {
             ..ShardOptions::default()
         },
         partition: None,
+        per_input: None,
     })
 }
 

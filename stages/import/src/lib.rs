@@ -82,6 +82,7 @@ pub fn step(config: &Config) -> Step {
             ..ShardOptions::default()
         },
         partition: None,
+        per_input: None,
     }
 }
 

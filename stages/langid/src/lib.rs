@@ -223,6 +223,7 @@ pub fn step(storage: &Storage, config: &Config) -> pipeline::Result<Step> {
         partition: config
             .split_by_language
             .then_some(pipeline::Partition::Language),
+        per_input: None,
     })
 }
 

@@ -95,5 +95,6 @@ pub fn step(config: &Config) -> Step {
         config_hash: pipeline::cli::config_hash("quality", config),
         shard: ShardOptions::default(),
         partition: None,
+        per_input: None,
     }
 }

@@ -347,5 +347,6 @@ pub fn step(storage: &Storage, config: &Config) -> pipeline::Result<Step> {
         config_hash: pipeline::cli::config_hash("toxicity", &(filter_config, fingerprint)),
         shard: ShardOptions::default(),
         partition: None,
+        per_input: None,
     })
 }
