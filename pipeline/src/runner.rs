@@ -548,6 +548,23 @@ pub struct Unit {
     pub version: String,
 }
 
+impl Unit {
+    /// A unit that reads every file below `input` (a training sample): its version is
+    /// the hash of their names, sizes and ETags, its size their bytes.
+    pub fn over_listing(name: &str, storage: &Storage, input: &Location) -> Result<Unit> {
+        let listing: Vec<(String, u64, Option<String>)> = storage
+            .list(input)?
+            .into_iter()
+            .map(|m| (m.relative, m.size, m.etag))
+            .collect();
+        Ok(Unit {
+            name: name.to_string(),
+            size: listing.iter().map(|l| l.1).sum(),
+            version: crate::cli::config_hash("listing", &listing),
+        })
+    }
+}
+
 /// What one task has to do of a step made of units.
 #[derive(Debug, Clone, Default)]
 pub struct UnitPlan {

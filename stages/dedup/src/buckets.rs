@@ -28,7 +28,7 @@ use crate::signatures::{FILES, list_signatures};
 use crate::{Config, Kind};
 
 /// Step name in markers.
-pub const STEP: &str = "dedup-buckets";
+pub const STEP: &str = "dedup.buckets";
 /// Drop reason counted for entries that matched an earlier entry of their unit.
 pub const CANDIDATE: &str = "candidate_duplicate";
 /// Hash ranges per section for `tasks` tasks.
@@ -59,7 +59,7 @@ pub fn buckets(
     let files_hash = list.hash();
     let run_names: Vec<&str> = runs.iter().map(|(r, _)| r.as_str()).collect();
     let hash = config_hash(
-        STEP,
+        "dedup-buckets",
         &(
             config.signature_key(),
             ranges,

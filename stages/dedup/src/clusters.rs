@@ -26,7 +26,7 @@ use crate::signatures::{FILES, FileList};
 use crate::{Config, INDEX, Kind, split_global};
 
 /// Step name in markers.
-pub const STEP: &str = "dedup-clusters";
+pub const STEP: &str = "dedup.clusters";
 /// Name of the summary.
 pub const SUMMARY: &str = "summary.json";
 
@@ -167,7 +167,7 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
         .values()
         .map(|(m, _)| (m.relative.clone(), m.size, m.etag.clone()))
         .collect();
-    let hash = config_hash(STEP, &(config.kind, &files_hash, &inputs));
+    let hash = config_hash("dedup-clusters", &(config.kind, &files_hash, &inputs));
     let unit = Unit {
         name: CLUSTERS_UNIT.into(),
         size: found.values().map(|(m, _)| m.size).sum(),

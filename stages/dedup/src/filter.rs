@@ -13,7 +13,7 @@ use crate::dups::{CLUSTERS_UNIT, Dups, read_dups};
 use crate::{Config, Kind};
 
 /// Step name in markers.
-pub const STEP: &str = "dedup-filter";
+pub const STEP: &str = "dedup.filter";
 
 /// The filter over all inputs: binds each input to its removal list.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub struct BoundFilter {
 
 impl InputStage for DedupFilter {
     fn name(&self) -> &'static str {
-        "dedup-filter"
+        STEP
     }
 
     fn columns(&self) -> Vec<Column> {
@@ -87,7 +87,7 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
             clusters: loc,
         })),
         source: Box::new(crate::signatures::source(config)),
-        config_hash: config_hash(STEP, &(config.kind, &marker.config_hash)),
+        config_hash: config_hash("dedup-filter", &(config.kind, &marker.config_hash)),
         shard: ShardOptions::default(),
         partition: None,
     })

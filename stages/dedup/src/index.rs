@@ -24,7 +24,7 @@ use crate::signatures::list_signatures;
 use crate::{Config, split_global};
 
 /// Step name in markers.
-pub const STEP: &str = "dedup-index";
+pub const STEP: &str = "dedup.index";
 
 /// Appends the kept documents of a finished run (signatures at `opts.input`, removal
 /// lists at `clusters`) to the index at `opts.output`, one run file per section. The
@@ -52,9 +52,9 @@ pub fn index(
         )));
     }
     let run = files_hash[..16].to_string();
-    let hash = config_hash(STEP, &config.signature_key());
+    let hash = config_hash("dedup-index", &config.signature_key());
     // What a section's run holds depends on the signatures and the removal lists.
-    let version = config_hash(STEP, &(&files_hash, &marker.config_hash));
+    let version = config_hash("dedup-index", &(&files_hash, &marker.config_hash));
     let units: Vec<Unit> = (0..config.sections())
         .map(|s| Unit {
             name: format!("{s:03}-{run}"),

@@ -41,7 +41,7 @@ pub use normalize::Shingles;
 use runs::Layout;
 
 /// What counts as a duplicate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// Near-duplicates: MinHash LSH over shingles of the normalised text.

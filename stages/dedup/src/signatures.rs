@@ -19,7 +19,7 @@ use crate::runs::{Entry, Header, RunWriter, read_header};
 use crate::{Config, Kind};
 
 /// Step name in markers.
-pub const STEP: &str = "dedup-signatures";
+pub const STEP: &str = "dedup.signatures";
 /// Drop reason of documents with nothing to sign (empty normalised text; no URL). They
 /// are never duplicates and the filter keeps them; the count says how many.
 pub const NOTHING_TO_SIGN: &str = "nothing_to_sign";
@@ -37,7 +37,7 @@ pub fn source(config: &Config) -> DocumentSource {
 
 /// The configuration hash of signatures.
 pub fn hash(config: &Config) -> String {
-    config_hash(STEP, &config.signature_key())
+    config_hash("dedup-signatures", &config.signature_key())
 }
 
 /// Runs one task of the signature phase.

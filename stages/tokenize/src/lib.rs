@@ -326,8 +326,12 @@ impl Loaded {
 
 /// The file `train` writes the tokenizer to, below its output.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Step names in markers and logs: the phase names of the pipeline file. (The
+/// configuration hashes keep the keys they were first written with, so that markers
+/// written before the names were unified stay valid.)
+pub const ENCODE_STEP: &str = "tokenize.encode";
 /// Step name of `train` in its marker.
-pub const TRAIN_STEP: &str = "tokenize-train";
+pub const TRAIN_STEP: &str = "tokenize.train";
 /// The unit `train` is: its marker is `<output>/_done/train.json`.
 pub const TRAIN_UNIT: &str = "train";
 
@@ -341,17 +345,8 @@ pub fn train_step(
     config: &TrainConfig,
 ) -> Result<(Report, Option<TrainReport>)> {
     config.validate()?;
-    let listing: Vec<(String, u64, Option<String>)> = storage
-        .list(&opts.input)?
-        .into_iter()
-        .map(|m| (m.relative, m.size, m.etag))
-        .collect();
-    let unit = pipeline::Unit {
-        name: TRAIN_UNIT.into(),
-        size: listing.iter().map(|l| l.1).sum(),
-        version: config_hash("listing", &listing),
-    };
-    let hash = config_hash(TRAIN_STEP, config);
+    let unit = pipeline::Unit::over_listing(TRAIN_UNIT, storage, &opts.input)?;
+    let hash = config_hash("tokenize-train", config);
     let plan = pipeline::plan_units(TRAIN_STEP, vec![unit], &hash, storage, opts)?;
     let trained = Mutex::new(None);
     let report = pipeline::run_units(
@@ -399,14 +394,13 @@ pub fn encode(
         ..DocumentSource::default()
     };
     let hash = encode_hash(config, tokenizer);
-    let plan = pipeline::plan("tokenize-encode", &source, &hash, storage, opts)?;
+    let plan = pipeline::plan(ENCODE_STEP, &source, &hash, storage, opts)?;
     let listed = plan.listed;
-    let report =
-        pipeline::runner::process_planned("tokenize-encode", plan, opts, |p, progress| {
-            encode_input(
-                storage, opts, config, tokenizer, &source, &hash, p, progress,
-            )
-        })?;
+    let report = pipeline::runner::process_planned(ENCODE_STEP, plan, opts, |p, progress| {
+        encode_input(
+            storage, opts, config, tokenizer, &source, &hash, p, progress,
+        )
+    })?;
     if opts.dry_run {
         return Ok(report);
     }
@@ -569,15 +563,7 @@ fn encode_input(
     outputs.push(shards_rel);
     stats.bytes_in = p.meta.size;
     stats.seconds = start.elapsed().as_secs_f64();
-    pipeline::runner::finish_input(
-        storage,
-        &marker_loc,
-        "tokenize-encode",
-        hash,
-        p,
-        outputs,
-        &stats,
-    )?;
+    pipeline::runner::finish_input(storage, &marker_loc, ENCODE_STEP, hash, p, outputs, &stats)?;
     Ok(stats)
 }
 

@@ -100,7 +100,7 @@ fn main() -> anyhow::Result<()> {
             let options = stage.options()?;
             let report = tokenize::encode(&storage, &options, &config.encode, &loaded)?;
             if !options.dry_run {
-                println!("{}", summary("tokenize-encode", &report));
+                println!("{}", summary(tokenize::ENCODE_STEP, &report));
             }
         }
         Command::Merge { stage, phase } => {
@@ -115,13 +115,13 @@ fn main() -> anyhow::Result<()> {
             if matches!(phase, Phase::Scatter | Phase::All) {
                 let s = tokenize::merge::scatter(&storage, &options, &config.merge)?;
                 println!(
-                    "tokenize-scatter: documents {}, bytes out {}",
+                    "tokenize.scatter: documents {}, bytes out {}",
                     s.docs_in, s.bytes_out
                 );
             }
             if matches!(phase, Phase::Gather | Phase::All) && !options.dry_run {
                 let r = tokenize::merge::gather(&storage, &options, &config.merge)?;
-                println!("{}", summary("tokenize-gather", &r));
+                println!("{}", summary(tokenize::merge::GATHER_STEP, &r));
             }
         }
         Command::Inspect {

@@ -59,8 +59,8 @@ pub enum Phase {
 
 const SCATTER_DIR: &str = "_scatter";
 /// Step names in markers.
-const SCATTER_STEP: &str = "tokenize-scatter";
-const GATHER_STEP: &str = "tokenize-gather";
+const SCATTER_STEP: &str = "tokenize.scatter";
+pub const GATHER_STEP: &str = "tokenize.gather";
 
 /// Megatron datasets, named by their `.idx`.
 struct IdxSource;
@@ -264,7 +264,7 @@ pub fn gather(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Res
             g,
         ));
     }
-    let version = pipeline::cli::config_hash(GATHER_STEP, &scattered);
+    let version = pipeline::cli::config_hash("tokenize-gather", &scattered);
     let units: Vec<pipeline::Unit> = (0..shards)
         .map(|k| pipeline::Unit {
             name: output_name(k),

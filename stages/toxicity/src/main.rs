@@ -4,8 +4,8 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use clap::{Parser, Subcommand};
-use pipeline::cli::{LogFormat, StageArgs, init_logging, run_stage};
-use pipeline::{Location, Storage};
+use pipeline::Storage;
+use pipeline::cli::{StageArgs, init_logging, run_stage};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,39 +27,29 @@ enum Command {
     /// Fit a fastText classifier on labelled documents (Parquet or JSONL with `text` and
     /// a label field); writes <output>/model.bin and <output>/train.json.
     Train {
-        #[arg(long)]
-        input: String,
-        #[arg(long)]
-        output: String,
-        /// Configuration (TOML, table [train]).
-        #[arg(long)]
-        config: Option<String>,
-        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
-        log_format: LogFormat,
+        #[command(flatten)]
+        stage: StageArgs,
     },
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     match (args.command, args.stage) {
-        (
-            Some(Command::Train {
-                input,
-                output,
-                config,
-                log_format,
-            }),
-            _,
-        ) => {
-            init_logging(log_format);
+        (Some(Command::Train { stage }), _) => {
+            init_logging(stage.log_format);
             let storage = Storage::new();
-            let config: toxicity::Config = pipeline::cli::load_toml(&storage, config.as_deref())?;
-            let r = toxicity::train::train(
-                &storage,
-                &Location::parse(&input)?,
-                &Location::parse(&output)?,
-                &config.train,
-            )?;
+            let config: toxicity::Config = stage.load_config(&storage)?;
+            let opts = stage.options()?;
+            let (run, trained) = toxicity::train::train_step(&storage, &opts, &config.train)?;
+            let Some(r) = trained else {
+                if !opts.dry_run {
+                    println!(
+                        "{}",
+                        pipeline::cli::summary(toxicity::train::TRAIN_STEP, &run)
+                    );
+                }
+                return Ok(());
+            };
             println!(
                 "train: {} documents, {} held out; at {:.2}: precision {:.3}, recall {:.3}, F1 {:.3}\n  model {}",
                 r.train_documents,

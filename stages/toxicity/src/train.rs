@@ -299,7 +299,8 @@ pub fn train(
         .map_err(Error::Usage)?;
     let bytes = std::fs::read(&model_path)
         .map_err(|e| Error::Usage(format!("reading the model back: {e}")))?;
-    let model_loc = output.join("model.bin");
+    let model_loc = output.join(MODEL_FILE);
+    storage.remove_stale_temporaries(&model_loc)?;
     storage.put(&model_loc, &bytes)?;
 
     let positive: Vec<String> = config.positive.iter().map(|l| full_label(l)).collect();
@@ -331,8 +332,58 @@ pub fn train(
     };
     let json = serde_json::to_vec_pretty(&report)
         .map_err(|e| Error::Usage(format!("serialising the report: {e}")))?;
-    storage.put(&output.join("train.json"), &json)?;
+    storage.remove_stale_temporaries(&output.join(REPORT_FILE))?;
+    storage.put(&output.join(REPORT_FILE), &json)?;
     Ok(report)
+}
+
+/// The classifier `train` writes below its output.
+pub const MODEL_FILE: &str = "model.bin";
+/// What `train` reports, written beside the model.
+pub const REPORT_FILE: &str = "train.json";
+/// Step name of `train` in its marker.
+pub const TRAIN_STEP: &str = "toxicity.train";
+/// The unit `train` is: its marker is `<output>/_done/train.json`.
+pub const TRAIN_UNIT: &str = "train";
+
+/// [`train`] as a resumable step of one unit: skipped when its marker names the same
+/// configuration and the same listing of `opts.input`; `--force`, `--dry-run` and the
+/// task split (task 0 trains) apply as to any step. Returns the run's report and, when
+/// it trained, what training reported.
+pub fn train_step(
+    storage: &Storage,
+    opts: &pipeline::RunOptions,
+    config: &TrainConfig,
+) -> Result<(pipeline::Report, Option<TrainReport>)> {
+    let unit = pipeline::Unit::over_listing(TRAIN_UNIT, storage, &opts.input)?;
+    let hash = pipeline::cli::config_hash(TRAIN_STEP, config);
+    let plan = pipeline::plan_units(TRAIN_STEP, vec![unit], &hash, storage, opts)?;
+    let trained = std::sync::Mutex::new(None);
+    let report = pipeline::run_units(
+        TRAIN_STEP,
+        plan,
+        &hash,
+        &opts.input.to_string(),
+        storage,
+        opts,
+        |_| {
+            let r = train(storage, &opts.input, &opts.output, config)?;
+            let documents = (r.train_documents + r.validation_documents) as u64;
+            let stats = pipeline::Stats {
+                docs_in: documents,
+                docs_out: documents,
+                ..pipeline::Stats::default()
+            };
+            if let Ok(mut t) = trained.lock() {
+                *t = Some(r);
+            }
+            Ok(pipeline::UnitDone {
+                outputs: vec![MODEL_FILE.into(), REPORT_FILE.into()],
+                stats,
+            })
+        },
+    )?;
+    Ok((report, trained.into_inner().unwrap_or(None)))
 }
 
 #[cfg(test)]

@@ -351,3 +351,24 @@ fn bad_models_and_labels_give_clear_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn train_unit_conforms() {
+    let storage = Storage::new();
+    let config_dir = tempfile::tempdir().expect("tempdir");
+    let file = config_dir.path().join("toxicity.toml");
+    std::fs::write(&file, "[train]\n").expect("config");
+    let file = file.to_string_lossy().to_string();
+    let command = |flags: Vec<String>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mill-toxicity"));
+        c.arg("train").args(flags).args(["--config", &file]);
+        c
+    };
+    pipeline::testing::check_units(&pipeline::testing::UnitConformance {
+        run: &|o| Ok(toxicity::train::train_step(&storage, o, &TrainConfig::default())?.0),
+        input: fixture("labelled"),
+        command: Some(&command),
+        // The report names the output folder.
+        run_records: &[toxicity::train::REPORT_FILE],
+    });
+}
