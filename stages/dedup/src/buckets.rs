@@ -58,11 +58,14 @@ pub fn buckets(
     let ranges = ranges_for(sections, opts.tasks);
     let files_hash = list.hash();
     let run_names: Vec<&str> = runs.iter().map(|(r, _)| r.as_str()).collect();
+    // The listing hash is also each unit's version; it stays in the hash as it was
+    // before units had versions, so that markers written then still match.
     let hash = config_hash(
         "dedup-buckets",
         &(
             config.signature_key(),
             ranges,
+            &files_hash,
             against.map(|a| a.to_string()),
             &run_names,
         ),

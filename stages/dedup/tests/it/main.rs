@@ -336,6 +336,31 @@ fn buckets_clusters_and_index_units_conform() {
 }
 
 #[test]
+fn unit_markers_written_before_versions_still_count() {
+    // Before units had a `source_hash`, bucket markers kept the listing hash in
+    // `input_etag`. Such markers must still mark their units done.
+    let storage = Storage::new();
+    let work = tempfile::tempdir().expect("tmp");
+    let cfg = config(Kind::Minhash);
+    let (sig, bk) = (work.path().join("sig"), work.path().join("bk"));
+    dedup::signatures::signatures(&storage, &opts(&docs_dir(), &sig), &cfg).expect("signatures");
+    let first = dedup::buckets::buckets(&storage, &opts(&sig, &bk), &cfg, None).expect("buckets");
+    for entry in std::fs::read_dir(bk.join("_done")).expect("markers") {
+        let path = entry.expect("entry").path();
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("marker")).expect("json");
+        let version = m["source_hash"].take();
+        assert!(version.is_string());
+        m["input_etag"] = version;
+        m.as_object_mut().expect("object").remove("source_hash");
+        std::fs::write(&path, serde_json::to_vec(&m).expect("json")).expect("write");
+    }
+    let again = dedup::buckets::buckets(&storage, &opts(&sig, &bk), &cfg, None).expect("rerun");
+    assert!(again.processed.is_empty(), "{:?}", again.processed);
+    assert_eq!(again.skipped.len(), first.processed.len());
+}
+
+#[test]
 fn filter_conformance() {
     let storage = Storage::new();
     let work = tempfile::tempdir().expect("tmp");
