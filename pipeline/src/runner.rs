@@ -315,21 +315,41 @@ pub fn plan(
         "planned"
     );
     if opts.dry_run {
-        println!(
-            "step {step_name} task {}/{}: {listed} inputs listed, {} to run, {} done",
-            opts.task,
-            opts.tasks,
-            plan.todo.len(),
-            plan.skipped.len()
+        let todo = plan.todo.iter().map(|p| (p.relative.as_str(), p.meta.size));
+        print_plan(
+            step_name,
+            opts,
+            "inputs listed",
+            listed,
+            todo,
+            &plan.skipped,
         );
-        for p in &plan.todo {
-            println!("run  {} ({} bytes)", p.relative, p.meta.size);
-        }
-        for s in &plan.skipped {
-            println!("skip {s}");
-        }
     }
     Ok(plan)
+}
+
+/// A dry run's account of one task's plan: what runs (name, bytes), what is skipped.
+fn print_plan<'a>(
+    step_name: &str,
+    opts: &RunOptions,
+    what: &str,
+    listed: usize,
+    todo: impl ExactSizeIterator<Item = (&'a str, u64)>,
+    skipped: &[String],
+) {
+    println!(
+        "step {step_name} task {}/{}: {listed} {what}, {} to run, {} done",
+        opts.task,
+        opts.tasks,
+        todo.len(),
+        skipped.len()
+    );
+    for (name, bytes) in todo {
+        println!("run  {name} ({bytes} bytes)");
+    }
+    for s in skipped {
+        println!("skip {s}");
+    }
 }
 
 /// The worker pool of a run: `threads` threads, or one per core when 0.
@@ -565,6 +585,32 @@ impl Unit {
     }
 }
 
+/// A step of one unit that reads every file at `opts.input` (a training run), planned,
+/// run and marked like any unit (`_done/<unit>.json`; task 0 runs it). `work` returns
+/// what it wants to hand back with what the unit did; the result is `None` when the
+/// unit was skipped as done, or on a dry run.
+pub fn run_over_listing<T: Send>(
+    step_name: &str,
+    unit: &str,
+    config_hash: &str,
+    storage: &Storage,
+    opts: &RunOptions,
+    work: impl Fn() -> Result<(T, UnitDone)> + Sync,
+) -> Result<(Report, Option<T>)> {
+    let unit = Unit::over_listing(unit, storage, &opts.input)?;
+    let plan = plan_units(step_name, vec![unit], config_hash, storage, opts)?;
+    let result = std::sync::Mutex::new(None);
+    let input = opts.input.to_string();
+    let report = run_units(step_name, plan, config_hash, &input, storage, opts, |_| {
+        let (value, done) = work()?;
+        if let Ok(mut slot) = result.lock() {
+            *slot = Some(value);
+        }
+        Ok(done)
+    })?;
+    Ok((report, result.into_inner().unwrap_or(None)))
+}
+
 /// What one task has to do of a step made of units.
 #[derive(Debug, Clone, Default)]
 pub struct UnitPlan {
@@ -627,20 +673,8 @@ pub fn plan_units(
         "planned"
     );
     if opts.dry_run {
-        println!(
-            "step {step_name} task {}/{}: {} units, {} to run, {} done",
-            opts.task,
-            opts.tasks,
-            plan.listed,
-            plan.todo.len(),
-            plan.skipped.len()
-        );
-        for u in &plan.todo {
-            println!("run  {} ({} bytes)", u.name, u.size);
-        }
-        for s in &plan.skipped {
-            println!("skip {s}");
-        }
+        let todo = plan.todo.iter().map(|u| (u.name.as_str(), u.size));
+        print_plan(step_name, opts, "units", plan.listed, todo, &plan.skipped);
     }
     Ok(plan)
 }

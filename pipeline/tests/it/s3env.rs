@@ -55,3 +55,13 @@ pub fn bucket(endpoint: &str, name: &str) -> (Storage, Location) {
     storage.create_bucket(&loc).expect("create test bucket");
     (storage, loc)
 }
+
+/// Local disk, plus the S3 server when configured: a storage and a root on each.
+pub fn backends(name: &str) -> (tempfile::TempDir, Vec<(Storage, Location)>) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut out = vec![(Storage::new(), Location::Local(dir.path().join("store")))];
+    if let Some(endpoint) = endpoint() {
+        out.push(bucket(&endpoint, name));
+    }
+    (dir, out)
+}

@@ -6,17 +6,7 @@ use pipeline::Error;
 use pipeline::storage::{Location, Storage};
 
 use crate::proxy::{Faults, Proxy};
-use crate::s3env;
-
-/// Local disk, plus the S3 server when configured.
-fn backends(name: &str) -> (tempfile::TempDir, Vec<(Storage, Location)>) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let mut out = vec![(Storage::new(), Location::Local(dir.path().join("store")))];
-    if let Some(endpoint) = s3env::endpoint() {
-        out.push(s3env::bucket(&endpoint, name));
-    }
-    (dir, out)
-}
+use crate::s3env::{self, backends};
 
 fn data(len: usize, seed: u64) -> Vec<u8> {
     let mut rng = fastrand::Rng::with_seed(seed);

@@ -1,19 +1,9 @@
 //! Token shards written and read back with ranged reads, on local disk and on the S3
 //! test server: what the trainer does without the tokenize crate.
 
-use pipeline::storage::{Location, Storage};
 use pipeline::tokens::{DatasetWriter, Dtype, Index, read_manifest};
 
-use crate::s3env;
-
-fn backends(name: &str) -> (tempfile::TempDir, Vec<(Storage, Location)>) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let mut out = vec![(Storage::new(), Location::Local(dir.path().join("store")))];
-    if let Some(endpoint) = s3env::endpoint() {
-        out.push(s3env::bucket(&endpoint, name));
-    }
-    (dir, out)
-}
+use crate::s3env::backends;
 
 #[test]
 fn datasets_round_trip_with_ranged_reads() {

@@ -345,36 +345,18 @@ pub fn train_step(
     config: &TrainConfig,
 ) -> Result<(Report, Option<TrainReport>)> {
     config.validate()?;
-    let unit = pipeline::Unit::over_listing(TRAIN_UNIT, storage, &opts.input)?;
     let hash = config_hash("tokenize-train", config);
-    let plan = pipeline::plan_units(TRAIN_STEP, vec![unit], &hash, storage, opts)?;
-    let trained = Mutex::new(None);
-    let report = pipeline::run_units(
-        TRAIN_STEP,
-        plan,
-        &hash,
-        &opts.input.to_string(),
-        storage,
-        opts,
-        |_| {
-            let r = train(storage, &opts.input, &opts.output, config)?;
-            let stats = Stats {
-                docs_in: r.sample_documents,
-                docs_out: r.sample_documents,
-                bytes_in: r.sample_bytes,
-                ..Stats::default()
-            };
-            if let Ok(mut t) = trained.lock() {
-                *t = Some(r);
-            }
-            Ok(pipeline::UnitDone {
-                outputs: vec![TOKENIZER_FILE.into(), "train.json".into()],
-                stats,
-            })
-        },
-    )?;
-    let trained = trained.into_inner().unwrap_or(None);
-    Ok((report, trained))
+    pipeline::runner::run_over_listing(TRAIN_STEP, TRAIN_UNIT, &hash, storage, opts, || {
+        let r = train(storage, &opts.input, &opts.output, config)?;
+        let stats = Stats {
+            docs_in: r.sample_documents,
+            docs_out: r.sample_documents,
+            bytes_in: r.sample_bytes,
+            ..Stats::default()
+        };
+        let outputs = vec![TOKENIZER_FILE.into(), "train.json".into()];
+        Ok((r, pipeline::UnitDone { outputs, stats }))
+    })
 }
 
 /// The name of shard `k` of an input.

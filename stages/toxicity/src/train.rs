@@ -355,35 +355,18 @@ pub fn train_step(
     opts: &pipeline::RunOptions,
     config: &TrainConfig,
 ) -> Result<(pipeline::Report, Option<TrainReport>)> {
-    let unit = pipeline::Unit::over_listing(TRAIN_UNIT, storage, &opts.input)?;
     let hash = pipeline::cli::config_hash(TRAIN_STEP, config);
-    let plan = pipeline::plan_units(TRAIN_STEP, vec![unit], &hash, storage, opts)?;
-    let trained = std::sync::Mutex::new(None);
-    let report = pipeline::run_units(
-        TRAIN_STEP,
-        plan,
-        &hash,
-        &opts.input.to_string(),
-        storage,
-        opts,
-        |_| {
-            let r = train(storage, &opts.input, &opts.output, config)?;
-            let documents = (r.train_documents + r.validation_documents) as u64;
-            let stats = pipeline::Stats {
-                docs_in: documents,
-                docs_out: documents,
-                ..pipeline::Stats::default()
-            };
-            if let Ok(mut t) = trained.lock() {
-                *t = Some(r);
-            }
-            Ok(pipeline::UnitDone {
-                outputs: vec![MODEL_FILE.into(), REPORT_FILE.into()],
-                stats,
-            })
-        },
-    )?;
-    Ok((report, trained.into_inner().unwrap_or(None)))
+    pipeline::runner::run_over_listing(TRAIN_STEP, TRAIN_UNIT, &hash, storage, opts, || {
+        let r = train(storage, &opts.input, &opts.output, config)?;
+        let documents = (r.train_documents + r.validation_documents) as u64;
+        let stats = pipeline::Stats {
+            docs_in: documents,
+            docs_out: documents,
+            ..pipeline::Stats::default()
+        };
+        let outputs = vec![MODEL_FILE.into(), REPORT_FILE.into()];
+        Ok((r, pipeline::UnitDone { outputs, stats }))
+    })
 }
 
 #[cfg(test)]

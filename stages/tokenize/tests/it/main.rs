@@ -377,25 +377,32 @@ fn killed_encode_resumes_to_identical_output() {
     }
 }
 
+/// Token shards of the fixtures, small enough that the merge tests see many.
+fn small_shards() -> tempfile::TempDir {
+    let encoded = tempfile::tempdir().expect("tempdir");
+    let config = EncodeConfig {
+        shard_bytes: 5000,
+        ..EncodeConfig::default()
+    };
+    encode_to(encoded.path(), &config, EncoderKind::Fast, 0);
+    encoded
+}
+
+/// A merge into shards of about 3,000 tokens.
+fn small_merge() -> MergeConfig {
+    MergeConfig {
+        seed: 7,
+        shard_tokens: 3000,
+    }
+}
+
 #[test]
 fn merge_shuffles_every_document_exactly_once() {
-    let encoded = tempfile::tempdir().expect("tempdir");
-    encode_to(
-        encoded.path(),
-        &EncodeConfig {
-            shard_bytes: 5000,
-            ..EncodeConfig::default()
-        },
-        EncoderKind::Fast,
-        0,
-    );
+    let encoded = small_shards();
     let storage = Storage::new();
     let input = Location::Local(encoded.path().to_path_buf());
     let before = read_back(&storage, &input);
-    let config = MergeConfig {
-        seed: 7,
-        shard_tokens: 3000,
-    };
+    let config = small_merge();
     let merged = |tasks: usize| {
         let out = tempfile::tempdir().expect("tempdir");
         for task in 0..tasks {
@@ -652,20 +659,8 @@ fn train_and_gather_units_conform() {
         command: Some(&train_cmd),
         run_records: &["train.json"],
     });
-    let encoded = tempfile::tempdir().expect("tempdir");
-    encode_to(
-        encoded.path(),
-        &EncodeConfig {
-            shard_bytes: 5000,
-            ..EncodeConfig::default()
-        },
-        EncoderKind::Fast,
-        0,
-    );
-    let merge = MergeConfig {
-        seed: 7,
-        shard_tokens: 3000,
-    };
+    let encoded = small_shards();
+    let merge = small_merge();
     let merge_cmd = tokenize_command(&["merge", "--phase", "all"], &file);
     pipeline::testing::check_units(&pipeline::testing::UnitConformance {
         // As `merge --phase all` does: gather has nothing to plan before a scatter.
