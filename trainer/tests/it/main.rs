@@ -1,0 +1,238 @@
+//! The data loader on synthetic token shards, on disk and on the loopback S3 server.
+
+use std::sync::Arc;
+
+use pipeline::tokens::{DatasetWriter, Dtype, MANIFEST, Manifest, ShardInfo};
+use pipeline::{Location, Storage};
+use trainer::data::{Corpus, DataConfig, Loader, Split, permute};
+
+const EOD: u32 = 0;
+
+/// Writes `docs` as shards of `per_shard` documents with a manifest below `root`.
+fn write_shards(storage: &Storage, root: &Location, docs: &[Vec<u32>], per_shard: usize) {
+    let mut shards = Vec::new();
+    for (k, chunk) in docs.chunks(per_shard).enumerate() {
+        let name = format!("part-{k:05}");
+        let mut w = DatasetWriter::create(storage, &root.join(&name), Dtype::U16).expect("create");
+        for d in chunk {
+            w.push(d).expect("push");
+        }
+        let written = w.finish(storage).expect("finish");
+        shards.push(ShardInfo {
+            name,
+            documents: written.documents,
+            tokens: written.tokens,
+            bytes: written.bytes,
+        });
+    }
+    let manifest = Manifest {
+        tokenizer: "fixtures/tokenizer.json".into(),
+        tokenizer_sha256: "ab".repeat(32),
+        vocab_size: 1000,
+        dtype: Dtype::U16,
+        end_of_document: "<|endoftext|>".into(),
+        end_of_document_id: EOD,
+        documents: docs.len() as u64,
+        tokens: docs.iter().map(|d| d.len() as u64).sum(),
+        shards,
+    };
+    let json = serde_json::to_vec_pretty(&manifest).expect("json");
+    storage.put(&root.join(MANIFEST), &json).expect("manifest");
+}
+
+/// Documents of random lengths (some longer than a sample), each ending with EOD; the
+/// tokens count up so that any sample can be checked against the stream.
+fn documents(n: usize, seed: u64) -> Vec<Vec<u32>> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut next = 1u32;
+    (0..n)
+        .map(|_| {
+            let len = rng.usize(0..40);
+            let mut d: Vec<u32> = (0..len)
+                .map(|_| {
+                    next = next % 999 + 1;
+                    next
+                })
+                .collect();
+            d.push(EOD);
+            d
+        })
+        .collect()
+}
+
+fn config(seq_len: usize, share: f64) -> DataConfig {
+    DataConfig {
+        seq_len,
+        seed: 5,
+        validation_share: share,
+        prefetch: 2,
+    }
+}
+
+fn check_samples(storage: &Storage, root: &Location) {
+    let docs = documents(300, 1);
+    write_shards(storage, root, &docs, 70);
+    let corpus = Corpus::open(storage, root, &config(16, 0.1)).expect("open");
+    let (train, valid) = (
+        corpus.documents(Split::Train),
+        corpus.documents(Split::Validation),
+    );
+    assert_eq!(train + valid, docs.len());
+    assert!((10..60).contains(&valid), "{valid} validation documents");
+    // The training stream is the training documents back to back; its samples are
+    // windows of 17 tokens every 16, across document boundaries, EOD kept.
+    let mut stream = Vec::new();
+    for split in [Split::Train, Split::Validation] {
+        stream.clear();
+        let total = corpus.tokens(split);
+        for i in 0..corpus.samples(split) {
+            let s = corpus.sample(split, i).expect("sample");
+            assert_eq!(s.len(), 17);
+            if i == 0 {
+                stream.extend(&s);
+            } else {
+                assert_eq!(
+                    s[0],
+                    stream[stream.len() - 1],
+                    "sample {i} starts where {} ended",
+                    i - 1
+                );
+                stream.extend(&s[1..]);
+            }
+        }
+        assert!(stream.len() as u64 <= total && total - (stream.len() as u64) < 17);
+        assert!(stream.contains(&EOD));
+        // Inside a document the tokens count up by one: a read at a wrong offset or a
+        // document cut short would break the count.
+        for w in stream.windows(2) {
+            if w[0] != EOD && w[1] != EOD {
+                assert_eq!(w[1], w[0] % 999 + 1, "{split:?}: {} then {}", w[0], w[1]);
+            }
+        }
+    }
+    let train_tokens: u64 = corpus.tokens(Split::Train);
+    let all: u64 = docs.iter().map(|d| d.len() as u64).sum();
+    assert_eq!(train_tokens + corpus.tokens(Split::Validation), all);
+    let err = corpus
+        .sample(Split::Train, corpus.samples(Split::Train))
+        .expect_err("past the end");
+    assert!(err.to_string().contains("samples"), "{err}");
+}
+
+#[test]
+fn samples_cross_document_boundaries_on_disk() {
+    let dir = tempfile::tempdir().expect("tmp");
+    check_samples(&Storage::new(), &Location::Local(dir.path().to_path_buf()));
+}
+
+#[test]
+fn samples_cross_document_boundaries_on_s3() {
+    let Some((storage, _, bucket)) = pipeline::testing::s3_bucket("trainer") else {
+        return;
+    };
+    let root = Location::parse(&format!("s3://{bucket}/tokens/")).expect("address");
+    check_samples(&storage, &root);
+}
+
+#[test]
+fn ranks_and_resume_read_the_same_samples_as_one_rank() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let storage = Storage::new();
+    let root = Location::Local(dir.path().to_path_buf());
+    write_shards(&storage, &root, &documents(400, 2), 100);
+    let corpus = Arc::new(Corpus::open(&storage, &root, &config(8, 0.05)).expect("open"));
+    let n = corpus.samples(Split::Train);
+    assert!(n > 100);
+    // One rank, batches of 6: the shuffled order of epoch 0, then epoch 1.
+    let mut one = Loader::start(corpus.clone(), 0, 6, 0, 1).expect("loader");
+    let mut single = Vec::new();
+    for _ in 0..((2 * n as usize) / 6 + 2) {
+        single.extend(one.next_batch().expect("batch").tokens);
+    }
+    let expect: Vec<u32> = (0..single.len() as u64 / 9)
+        .flat_map(|p| corpus.sample_at(p).expect("sample"))
+        .collect();
+    assert_eq!(single, expect);
+    let first: Vec<u64> = (0..n).map(|i| permute(i, n, 5, 0)).collect();
+    let mut sorted = first.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (0..n).collect::<Vec<_>>(),
+        "an epoch visits every sample once"
+    );
+    // Three ranks of batch 2 cover the same positions as one rank of batch 6.
+    let mut ranks: Vec<Loader> = (0..3)
+        .map(|r| Loader::start(corpus.clone(), 0, 2, r, 3).expect("rank"))
+        .collect();
+    let mut positions_read = Vec::new();
+    for _ in 0..5 {
+        let mut step: Vec<Vec<u32>> = Vec::new();
+        let mut next = 0;
+        for r in &mut ranks {
+            let b = r.next_batch().expect("batch");
+            next = b.next_position;
+            step.extend(b.tokens.chunks(9).map(<[u32]>::to_vec));
+        }
+        positions_read.push((next, step));
+    }
+    let mut by_one = Loader::start(corpus.clone(), 0, 6, 0, 1).expect("loader");
+    for (next, mut step) in positions_read {
+        let b = by_one.next_batch().expect("batch");
+        assert_eq!(b.next_position, next);
+        let mut whole: Vec<Vec<u32>> = b.tokens.chunks(9).map(<[u32]>::to_vec).collect();
+        step.sort();
+        whole.sort();
+        assert_eq!(step, whole, "the ranks of a step read that step's samples");
+    }
+    // Resuming at a recorded position gives what the uninterrupted run read next.
+    let mut run = Loader::start(corpus.clone(), 0, 6, 0, 1).expect("loader");
+    let mut at = 0;
+    for _ in 0..7 {
+        at = run.next_batch().expect("batch").next_position;
+    }
+    let after = run.next_batch().expect("batch");
+    let mut resumed = Loader::start(corpus, at, 6, 0, 1).expect("resume");
+    assert_eq!(resumed.next_batch().expect("batch"), after);
+}
+
+#[test]
+fn bad_shards_and_models_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let storage = Storage::new();
+    let root = Location::Local(dir.path().to_path_buf());
+    write_shards(&storage, &root, &documents(50, 3), 25);
+    let corpus = Corpus::open(&storage, &root, &config(8, 0.0)).expect("open");
+    let err = corpus
+        .check_model(512, None)
+        .expect_err("vocabulary too small")
+        .to_string();
+    assert!(err.contains("1000") && err.contains("512"), "{err}");
+    let err = corpus
+        .check_model(1000, Some("cd"))
+        .expect_err("other tokenizer")
+        .to_string();
+    assert!(
+        err.contains(&"ab".repeat(32)) && err.contains("cd"),
+        "{err}"
+    );
+    corpus
+        .check_model(1024, Some(&"ab".repeat(32)))
+        .expect("fits");
+    // A truncated .bin is named with both sizes.
+    let bin = dir.path().join("part-00001.bin");
+    let bytes = std::fs::read(&bin).expect("bin");
+    std::fs::write(&bin, &bytes[..bytes.len() - 2]).expect("truncate");
+    let err = Corpus::open(&storage, &root, &config(8, 0.0))
+        .expect_err("truncated")
+        .to_string();
+    assert!(
+        err.contains("part-00001.bin") && err.contains("truncated"),
+        "{err}"
+    );
+    // Too few tokens for one sample.
+    std::fs::write(&bin, &bytes).expect("restore");
+    let small = Corpus::open(&storage, &root, &config(100_000, 0.0)).expect("open");
+    let err = small.sample_at(0).expect_err("no sample").to_string();
+    assert!(err.contains("not one sample"), "{err}");
+}
