@@ -23,6 +23,7 @@
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use pipeline::tokens::{Index, Manifest, read_manifest, with_extension};
@@ -42,6 +43,9 @@ pub struct DataConfig {
     pub validation_share: f64,
     /// Batches the background thread reads ahead.
     pub prefetch: usize,
+    /// Samples of a batch read at once (concurrent ranged requests: object stores
+    /// answer many small reads in parallel far faster than one after another).
+    pub read_threads: usize,
 }
 
 impl Default for DataConfig {
@@ -51,6 +55,7 @@ impl Default for DataConfig {
             seed: 1234,
             validation_share: 0.005,
             prefetch: 4,
+            read_threads: 16,
         }
     }
 }
@@ -411,6 +416,11 @@ impl Loader {
         }
         let depth = corpus.config.prefetch.max(1);
         let (sender, receiver): (SyncSender<Result<Batch>>, _) = sync_channel(depth);
+        let readers = rayon::ThreadPoolBuilder::new()
+            .num_threads(corpus.config.read_threads.max(1))
+            .thread_name(move |i| format!("tokenmill-data-{rank}-{i}"))
+            .build()
+            .map_err(|e| Error::Usage(format!("starting the data readers: {e}")))?;
         std::thread::Builder::new()
             .name(format!("tokenmill-data-{rank}"))
             .spawn(move || {
@@ -418,15 +428,15 @@ impl Loader {
                     let positions =
                         batch_positions(start, step, batch as u64, world as u64, rank as u64);
                     let next_position = start + (step + 1) * (batch * world) as u64;
-                    let mut tokens = Vec::with_capacity(batch * (corpus.config.seq_len + 1));
-                    let read = positions.iter().try_for_each(|&p| {
-                        tokens.extend(corpus.sample_at(p)?);
-                        Ok(())
-                    });
-                    let item = read.map(|()| Batch {
-                        tokens,
-                        next_position,
-                    });
+                    let samples: Vec<Result<Vec<u32>>> = readers
+                        .install(|| positions.par_iter().map(|&p| corpus.sample_at(p)).collect());
+                    let item = samples
+                        .into_iter()
+                        .collect::<Result<Vec<_>>>()
+                        .map(|samples| Batch {
+                            tokens: samples.concat(),
+                            next_position,
+                        });
                     let failed = item.is_err();
                     if sender.send(item).is_err() || failed {
                         return;

@@ -66,6 +66,7 @@ fn config(seq_len: usize, share: f64) -> DataConfig {
         seed: 5,
         validation_share: share,
         prefetch: 2,
+        read_threads: 3,
     }
 }
 
