@@ -20,6 +20,7 @@
 //! with one ranged request per run of adjacent documents of a shard, never a whole
 //! `.bin`.
 
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -43,9 +44,19 @@ pub struct DataConfig {
     pub validation_share: f64,
     /// Batches the background thread reads ahead.
     pub prefetch: usize,
-    /// Samples of a batch read at once (concurrent ranged requests: object stores
-    /// answer many small reads in parallel far faster than one after another).
+    /// Blocks read at once (concurrent ranged requests).
     pub read_threads: usize,
+    /// Adjacent samples read in one request and shuffled among themselves (the
+    /// shuffle is of blocks, then within groups of them): 256 samples of 2,048 int32
+    /// tokens are a 2 MiB read, where a request per sample would leave an object store's
+    /// per-request cost as the limit.
+    pub block_samples: usize,
+    /// Blocks whose samples are mixed together (a batch draws from this many places
+    /// of the corpus, not from one).
+    pub shuffle_blocks: usize,
+    /// Blocks the loader keeps decoded (at least `shuffle_blocks`: a block serves every
+    /// sample of it a rank takes).
+    pub cached_blocks: usize,
 }
 
 impl Default for DataConfig {
@@ -55,7 +66,10 @@ impl Default for DataConfig {
             seed: 1234,
             validation_share: 0.005,
             prefetch: 4,
-            read_threads: 16,
+            read_threads: 8,
+            block_samples: 256,
+            shuffle_blocks: 16,
+            cached_blocks: 32,
         }
     }
 }
@@ -233,13 +247,23 @@ impl Corpus {
                 stream.samples(self.config.seq_len)
             )));
         }
-        let (from, to) = (i * seq, i * seq + seq + 1);
+        self.read_tokens(split, i * seq, i * seq + seq + 1)
+    }
+
+    /// Tokens `from..to` of a split's stream, by ranged reads (one per run of adjacent
+    /// documents of a shard).
+    fn read_tokens(&self, split: Split, from: u64, to: u64) -> Result<Vec<u32>> {
+        let stream = self.stream(split);
+        let to = to.min(stream.tokens());
+        if from >= to {
+            return Ok(Vec::new());
+        }
         // The document holding token `from`: the last start at or before it.
         let mut k = stream.starts.partition_point(|&s| s <= from) - 1;
-        let mut out = Vec::with_capacity(seq as usize + 1);
+        let mut out = Vec::with_capacity((to - from) as usize);
         // Pieces (shard, byte offset, bytes) of adjacent documents merge into one read.
         let mut run: Option<(u32, u64, u64)> = None;
-        while (stream.starts[k] as u128) < to as u128 && k < stream.docs.len() {
+        while k < stream.docs.len() && stream.starts[k] < to {
             let (shard, doc) = stream.docs[k];
             let index = &self.shards[shard as usize].index;
             let width = index.dtype.size() as u64;
@@ -282,9 +306,13 @@ impl Corpus {
         Ok(())
     }
 
-    /// The training sample at global position `p`: sample `permute(p mod n)` of epoch
-    /// `p / n`.
-    pub fn sample_at(&self, p: u64) -> Result<Vec<u32>> {
+    /// Where global position `p` reads from: (block, training sample). Epoch `p / n`
+    /// draws the full blocks of `block_samples` adjacent samples in a seeded order,
+    /// `shuffle_blocks` at a time, and visits the samples of each such group in a
+    /// seeded order of their own (so a batch mixes samples of many blocks); then the
+    /// samples past the last full block (the tail, block number `n / block_samples`).
+    /// A bijection of every epoch onto the samples, and a pure function of `p`.
+    pub fn locate(&self, p: u64) -> Result<(u64, u64)> {
         let n = self.samples(Split::Train);
         if n == 0 {
             return Err(Error::Usage(format!(
@@ -293,7 +321,46 @@ impl Corpus {
                 self.config.seq_len
             )));
         }
-        self.sample(Split::Train, permute(p % n, n, self.config.seed, p / n))
+        let (epoch, i) = (p / n, p % n);
+        let b = self.block_samples();
+        let full = n / b;
+        let seed = self.config.seed;
+        if i >= full * b {
+            let tail = n - full * b;
+            return Ok((full, full * b + permute(i - full * b, tail, seed, epoch)));
+        }
+        // Group `g` mixes the samples of `k` blocks drawn by the block permutation.
+        let k = (self.config.shuffle_blocks as u64).max(1);
+        let g = i / (k * b);
+        let blocks = k.min(full - g * k);
+        let j = permute(i - g * k * b, blocks * b, mix(seed ^ mix(g + 1)), epoch);
+        let block = permute(g * k + j / b, full, seed, epoch);
+        Ok((block, block * b + j % b))
+    }
+
+    /// Samples per block: `block_samples`, at most the training samples, at least 1.
+    fn block_samples(&self) -> u64 {
+        (self.config.block_samples as u64).clamp(1, self.samples(Split::Train).max(1))
+    }
+
+    /// The tokens of a block: its samples' spans, back to back (`seq_len` apart, one
+    /// token more at the end), read in one go.
+    pub fn read_block(&self, block: u64) -> Result<Vec<u32>> {
+        let seq = self.config.seq_len as u64;
+        let b = self.block_samples();
+        let n = self.samples(Split::Train);
+        let first = block * b;
+        let end = ((block + 1) * b).min(n);
+        if first >= end {
+            return Err(Error::Usage(format!("block {block} of {n} samples")));
+        }
+        self.read_tokens(Split::Train, first * seq, end * seq + 1)
+    }
+
+    /// The training sample at global position `p` (see [`Corpus::locate`]).
+    pub fn sample_at(&self, p: u64) -> Result<Vec<u32>> {
+        let (_, sample) = self.locate(p)?;
+        self.sample(Split::Train, sample)
     }
 }
 
@@ -393,6 +460,53 @@ fn batch_positions(start: u64, step: u64, batch: u64, world: u64, rank: u64) -> 
     (0..batch).map(|j| base + j * world + rank).collect()
 }
 
+/// The samples at `positions`, back to back: the blocks they lie in come from `cache`
+/// or are read (concurrently, on `readers`) and cached, oldest dropped first.
+fn read_batch(
+    corpus: &Corpus,
+    readers: &rayon::ThreadPool,
+    cache: &mut std::collections::VecDeque<(u64, Arc<Vec<u32>>)>,
+    positions: &[u64],
+) -> Result<Vec<u32>> {
+    let located: Vec<(u64, u64)> = positions
+        .iter()
+        .map(|&p| corpus.locate(p))
+        .collect::<Result<_>>()?;
+    let mut missing: Vec<u64> = located
+        .iter()
+        .map(|&(block, _)| block)
+        .filter(|b| !cache.iter().any(|(c, _)| c == b))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    let read: Vec<Result<Vec<u32>>> =
+        readers.install(|| missing.par_iter().map(|&b| corpus.read_block(b)).collect());
+    for (block, tokens) in missing.into_iter().zip(read) {
+        cache.push_back((block, Arc::new(tokens?)));
+    }
+    let seq = corpus.config.seq_len;
+    let b = corpus.block_samples();
+    let mut out = Vec::with_capacity(positions.len() * (seq + 1));
+    for (block, sample) in located {
+        let tokens = cache
+            .iter()
+            .find(|(c, _)| *c == block)
+            .map(|(_, t)| t.clone())
+            .ok_or_else(|| Error::Usage(format!("block {block} was not read")))?;
+        let at = ((sample - block * b) as usize) * seq;
+        out.extend_from_slice(&tokens[at..at + seq + 1]);
+    }
+    let keep = corpus
+        .config
+        .cached_blocks
+        .max(corpus.config.shuffle_blocks)
+        .max(positions.len().min(64));
+    while cache.len() > keep {
+        cache.pop_front();
+    }
+    Ok(out)
+}
+
 /// Reads batches for one rank on a background thread, `prefetch` ahead.
 #[derive(Debug)]
 pub struct Loader {
@@ -403,7 +517,7 @@ pub struct Loader {
 impl Loader {
     /// Starts reading at global position `start` (0, or what a checkpoint recorded).
     pub fn start(
-        corpus: std::sync::Arc<Corpus>,
+        corpus: Arc<Corpus>,
         start: u64,
         batch: usize,
         rank: usize,
@@ -424,17 +538,15 @@ impl Loader {
         std::thread::Builder::new()
             .name(format!("tokenmill-data-{rank}"))
             .spawn(move || {
+                let mut cache: std::collections::VecDeque<(u64, Arc<Vec<u32>>)> =
+                    std::collections::VecDeque::new();
                 for step in 0u64.. {
                     let positions =
                         batch_positions(start, step, batch as u64, world as u64, rank as u64);
                     let next_position = start + (step + 1) * (batch * world) as u64;
-                    let samples: Vec<Result<Vec<u32>>> = readers
-                        .install(|| positions.par_iter().map(|&p| corpus.sample_at(p)).collect());
-                    let item = samples
-                        .into_iter()
-                        .collect::<Result<Vec<_>>>()
-                        .map(|samples| Batch {
-                            tokens: samples.concat(),
+                    let item =
+                        read_batch(&corpus, &readers, &mut cache, &positions).map(|tokens| Batch {
+                            tokens,
                             next_position,
                         });
                     let failed = item.is_err();

@@ -67,6 +67,9 @@ fn config(seq_len: usize, share: f64) -> DataConfig {
         validation_share: share,
         prefetch: 2,
         read_threads: 3,
+        block_samples: 5,
+        shuffle_blocks: 3,
+        cached_blocks: 2,
     }
 }
 
@@ -157,11 +160,33 @@ fn ranks_and_resume_read_the_same_samples_as_one_rank() {
     let first: Vec<u64> = (0..n).map(|i| permute(i, n, 5, 0)).collect();
     let mut sorted = first.clone();
     sorted.sort_unstable();
-    assert_eq!(
-        sorted,
-        (0..n).collect::<Vec<_>>(),
-        "an epoch visits every sample once"
-    );
+    assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "a permutation");
+    // Every epoch visits every sample once, tail included (n is not a multiple of 5
+    // here), in an order that changes with the epoch.
+    assert_ne!(n % 5, 0, "the test wants a tail");
+    let epoch = |e: u64| -> Vec<u64> {
+        (e * n..(e + 1) * n)
+            .map(|p| corpus.locate(p).expect("locate").1)
+            .collect()
+    };
+    for e in 0..2 {
+        let mut seen = epoch(e);
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n).collect::<Vec<_>>(), "epoch {e}");
+    }
+    assert_ne!(epoch(0), epoch(1));
+    // A group of 3 blocks of 5 samples is mixed: its first 6 positions already draw on
+    // more than one block.
+    let blocks: std::collections::BTreeSet<u64> = (0..6)
+        .map(|p| corpus.locate(p).expect("locate").0)
+        .collect();
+    assert!(blocks.len() > 1, "{blocks:?}");
+    for p in [0, 3, n - 1, n + 7] {
+        let (block, sample) = corpus.locate(p).expect("locate");
+        let tokens = corpus.read_block(block).expect("block");
+        let at = ((sample - block * 5) * 8) as usize;
+        assert_eq!(tokens[at..at + 9], corpus.sample_at(p).expect("sample")[..]);
+    }
     // Three ranks of batch 2 cover the same positions as one rank of batch 6.
     let mut ranks: Vec<Loader> = (0..3)
         .map(|r| Loader::start(corpus.clone(), 0, 2, r, 3).expect("rank"))
