@@ -4,6 +4,8 @@
 # Usage: scripts/bench-loader.sh [tokens] [seq_len] [batch] [seconds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The trainer links libtorch: PyPI's torch 2.11.0 in .cache/torch-venv (installed once).
+eval "$(trainer/setup-torch.sh)"
 tokens="${1:-50000000}"; seq="${2:-2048}"; batch="${3:-32}"; seconds="${4:-10}"
 source scripts/s3-server.sh
 cargo build --release --locked -p trainer --example loader_bench >/dev/null

@@ -6,6 +6,8 @@
 # Output lands in out/pipeline/; a second run skips what is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The trainer links libtorch: PyPI's torch 2.11.0 in .cache/torch-venv (installed once).
+eval "$(trainer/setup-torch.sh)"
 # Builds every target (tests and benches too): the same build scripts/test.sh uses.
 cargo build --release --locked --workspace --all-targets
 scripts/fetch-models.sh

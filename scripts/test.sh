@@ -4,6 +4,8 @@
 # build). Extra arguments go to the test runner, e.g. `scripts/test.sh storage::`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The trainer links libtorch: PyPI's torch 2.11.0 in .cache/torch-venv (installed once).
+eval "$(trainer/setup-torch.sh)"
 scripts/fetch-models.sh
 source scripts/s3-server.sh
 if cargo nextest --version >/dev/null 2>&1; then
