@@ -188,6 +188,11 @@ impl Corpus {
         })
     }
 
+    /// How samples are made.
+    pub fn config(&self) -> &DataConfig {
+        &self.config
+    }
+
     /// The manifest the shards came with.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest

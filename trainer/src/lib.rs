@@ -7,6 +7,7 @@
 //! gradient accumulation and clipping. Checkpoints, resume, export, metrics and
 //! `mill-train` come next (see the README).
 
+pub mod checkpoint;
 pub mod data;
 pub mod model;
 pub mod optim;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor, nn};
 
-use pipeline::{Error, Result};
+use pipeline::{Error, Location, Result, Storage};
 
 /// How [`train_steps`] trains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,34 +95,76 @@ pub fn clip_grad_norm(params: &[Tensor], max: f64) -> Result<f64> {
     Ok(norm)
 }
 
-/// Trains a model of shape `model` on `corpus` on one CPU process; returns a record per
-/// step.
+/// Where checkpoints go, how often, how many stay, and whether to resume from the
+/// newest.
+#[derive(Debug, Clone)]
+pub struct Checkpoints {
+    pub storage: Storage,
+    pub dir: Location,
+    /// Every this many steps, and at the last step.
+    pub every: u64,
+    pub keep: usize,
+    pub resume: bool,
+}
+
+/// The hash of what a resume must not change (the step count may), and that
+/// configuration as JSON.
+pub fn config_hash(
+    model: &model::ModelConfig,
+    config: &TrainConfig,
+    data: &data::DataConfig,
+) -> Result<(String, serde_json::Value)> {
+    let fixed = TrainConfig {
+        steps: 0,
+        ..config.clone()
+    };
+    let value = serde_json::json!({ "model": model, "train": fixed, "data": data });
+    let bytes = serde_json::to_vec(&value)
+        .map_err(|e| Error::Usage(format!("serialising the configuration: {e}")))?;
+    Ok((pipeline::cli::sha256_hex(&bytes), value))
+}
+
+/// Trains a model of shape `model` on `corpus` on one CPU process, to step
+/// `config.steps`; with `checkpoints`, writes them and (when asked) resumes from the
+/// newest, so that a run stopped anywhere and resumed ends with the same weights as
+/// one that never stopped. Returns a record per step run.
 pub fn train_steps(
     corpus: Arc<data::Corpus>,
     model: &model::ModelConfig,
     config: &TrainConfig,
+    checkpoints: Option<&Checkpoints>,
 ) -> Result<Vec<StepRecord>> {
+    let (hash, hashed) = config_hash(model, config, corpus.config())?;
     tch::manual_seed(config.seed);
     let vs = nn::VarStore::new(Device::Cpu);
     let net = model::Model::new(&vs, model)?;
-    let mut params = vs.trainable_variables();
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
     let mut opt = optim::AdamW::new(&params, &config.adamw)?;
+    let (mut start, mut position) = (0u64, 0u64);
+    if let Some(c) = checkpoints.filter(|c| c.resume)
+        && let Some(loaded) = checkpoint::load_latest(&c.storage, &c.dir, &hash)?
+    {
+        restore(&mut params, &named, &loaded.params, "")?;
+        restore(&mut opt.m, &named, &loaded.optim, "m.")?;
+        restore(&mut opt.v, &named, &loaded.optim, "v.")?;
+        opt.step = loaded.state.optim_step;
+        (start, position) = (loaded.state.step, loaded.state.position);
+    }
     let batch = config.micro_batch.max(1);
     let accumulation = config.accumulation.max(1);
-    let mut loader = data::Loader::start(corpus, 0, batch, 0, 1)?;
-    let mut records = Vec::with_capacity(config.steps as usize);
-    for step in 0..config.steps {
+    let mut loader = data::Loader::start(corpus, position, batch, 0, 1)?;
+    let mut records = Vec::new();
+    for step in start..config.steps {
         for p in params.iter_mut() {
             p.zero_grad();
         }
         let mut loss_sum = 0.0;
         for _ in 0..accumulation {
-            let tokens: Vec<i64> = loader
-                .next_batch()?
-                .tokens
-                .into_iter()
-                .map(i64::from)
-                .collect();
+            let next = loader.next_batch()?;
+            position = next.next_position;
+            let tokens: Vec<i64> = next.tokens.into_iter().map(i64::from).collect();
             let samples = Tensor::f_from_slice(&tokens)
                 .map_err(tch_err)?
                 .f_view([batch as i64, -1])
@@ -142,8 +185,48 @@ pub fn train_steps(
             lr,
             grad_norm,
         });
+        if let Some(c) = checkpoints
+            && c.every > 0
+            && ((step + 1) % c.every == 0 || step + 1 == config.steps)
+        {
+            let state = checkpoint::State {
+                step: step + 1,
+                optim_step: opt.step,
+                position,
+                config_hash: hash.clone(),
+                config: hashed.clone(),
+            };
+            checkpoint::save(&c.storage, &c.dir, &named, (&opt.m, &opt.v), &state, c.keep)?;
+        }
     }
     Ok(records)
+}
+
+/// Copies the saved tensors named `prefix + name` into `into` (in `named`'s order).
+fn restore(
+    into: &mut [Tensor],
+    named: &[(String, Tensor)],
+    saved: &[(String, Tensor)],
+    prefix: &str,
+) -> Result<()> {
+    let _guard = tch::no_grad_guard();
+    for (target, (name, _)) in into.iter_mut().zip(named) {
+        let key = format!("{prefix}{name}");
+        let (_, source) = saved.iter().find(|(n, _)| *n == key).ok_or_else(|| {
+            Error::Usage(format!(
+                "the checkpoint has no tensor {key}: another model shape"
+            ))
+        })?;
+        if source.size() != target.size() {
+            return Err(Error::Usage(format!(
+                "checkpoint tensor {key} is {:?}, the model's {:?}",
+                source.size(),
+                target.size()
+            )));
+        }
+        target.f_copy_(source).map_err(tch_err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

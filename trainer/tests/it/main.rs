@@ -301,7 +301,7 @@ fn a_tiny_model_learns_the_shards() {
         },
         ..trainer::TrainConfig::default()
     };
-    let records = trainer::train_steps(corpus, &model, &train).expect("train");
+    let records = trainer::train_steps(corpus, &model, &train, None).expect("train");
     let losses: Vec<f64> = records.iter().map(|r| r.loss).collect();
     assert!(
         records
@@ -316,4 +316,132 @@ fn a_tiny_model_learns_the_shards() {
         "loss {first:.3} -> {last:.3} falls by less than 30%"
     );
     eprintln!("tiny model: loss {first:.3} -> {last:.3} in 60 steps of 2 x 4 x 32 tokens");
+}
+
+/// Shards of repeated phrases and the tiny model over them, for the training tests.
+fn phrase_corpus(dir: &std::path::Path) -> (Arc<Corpus>, trainer::model::ModelConfig) {
+    let storage = Storage::new();
+    let root = Location::Local(dir.to_path_buf());
+    let mut rng = fastrand::Rng::with_seed(4);
+    let phrases: Vec<Vec<u32>> = (0..6)
+        .map(|_| (0..12).map(|_| rng.u32(1..100)).collect())
+        .collect();
+    let docs: Vec<Vec<u32>> = (0..200)
+        .map(|_| {
+            let mut d: Vec<u32> = (0..4)
+                .flat_map(|_| phrases[rng.usize(..phrases.len())].clone())
+                .collect();
+            d.push(EOD);
+            d
+        })
+        .collect();
+    write_shards(&storage, &root, &docs, 100);
+    let corpus = Arc::new(Corpus::open(&storage, &root, &config(16, 0.0)).expect("open"));
+    let model = trainer::model::ModelConfig {
+        vocab_size: 128,
+        ..trainer::model::ModelConfig::preset("tiny").expect("preset")
+    };
+    (corpus, model)
+}
+
+fn final_weights(dir: &std::path::Path) -> Vec<(String, tch::Tensor)> {
+    let latest = std::fs::read_to_string(dir.join("latest")).expect("latest");
+    let mut w = tch::Tensor::read_safetensors(dir.join(latest.trim()).join("model.safetensors"))
+        .expect("weights");
+    w.sort_by(|a, b| a.0.cmp(&b.0));
+    w
+}
+
+#[test]
+fn stopped_and_resumed_training_ends_with_identical_weights() {
+    let shards = tempfile::tempdir().expect("tmp");
+    let (corpus, model) = phrase_corpus(shards.path());
+    let work = tempfile::tempdir().expect("tmp");
+    let train = |steps| trainer::TrainConfig {
+        steps,
+        micro_batch: 4,
+        accumulation: 2,
+        schedule: trainer::schedule::Schedule {
+            lr: 3e-3,
+            min_lr: 3e-4,
+            warmup_steps: 3,
+            total_steps: 20,
+        },
+        ..trainer::TrainConfig::default()
+    };
+    let ckpt = |name: &str, resume| trainer::Checkpoints {
+        storage: Storage::new(),
+        dir: Location::Local(work.path().join(name)),
+        every: 4,
+        keep: 2,
+        resume,
+    };
+    let straight =
+        trainer::train_steps(corpus.clone(), &model, &train(20), Some(&ckpt("a", false)))
+            .expect("straight");
+    assert_eq!(straight.len(), 20);
+    // Stop after 10 steps (the last checkpoint is at step 10), resume to 20.
+    let first = trainer::train_steps(corpus.clone(), &model, &train(10), Some(&ckpt("b", true)))
+        .expect("first part");
+    assert_eq!(first.len(), 10);
+    let rest = trainer::train_steps(corpus.clone(), &model, &train(20), Some(&ckpt("b", true)))
+        .expect("resumed");
+    assert_eq!(rest.first().map(|r| r.step), Some(10), "resumed at step 10");
+    let losses = |r: &[trainer::StepRecord]| r.iter().map(|s| s.loss).collect::<Vec<_>>();
+    assert_eq!(
+        losses(&straight[10..]),
+        losses(&rest),
+        "the same losses after the resume"
+    );
+    let (a, b) = (
+        final_weights(&work.path().join("a")),
+        final_weights(&work.path().join("b")),
+    );
+    assert_eq!(a.len(), b.len());
+    for ((na, ta), (nb, tb)) in a.iter().zip(&b) {
+        assert_eq!(na, nb);
+        assert!(ta.equal(tb), "{na} differs after the resume");
+    }
+    // Only the last two checkpoints stay; a checkpoint of another configuration is
+    // refused by name.
+    let kept: Vec<_> = std::fs::read_dir(work.path().join("a"))
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("step-"))
+        .collect();
+    assert_eq!(kept.len(), 2);
+    let other = trainer::TrainConfig {
+        seed: 2,
+        ..train(24)
+    };
+    let err = trainer::train_steps(corpus, &model, &other, Some(&ckpt("a", true)))
+        .expect_err("another configuration");
+    assert!(err.to_string().contains("another folder"), "{err}");
+    // An unreadable checkpoint is an error naming the file, not a fresh start.
+    let latest = std::fs::read_to_string(work.path().join("b/latest")).expect("latest");
+    let model_file = work
+        .path()
+        .join("b")
+        .join(latest.trim())
+        .join("model.safetensors");
+    std::fs::write(&model_file, b"not tensors").expect("corrupt");
+    let err = trainer::train_steps(
+        corpus_again(shards.path()),
+        &model,
+        &train(24),
+        Some(&ckpt("b", true)),
+    )
+    .expect_err("corrupt checkpoint");
+    assert!(err.to_string().contains("model.safetensors"), "{err}");
+}
+
+fn corpus_again(dir: &std::path::Path) -> Arc<Corpus> {
+    Arc::new(
+        Corpus::open(
+            &Storage::new(),
+            &Location::Local(dir.to_path_buf()),
+            &config(16, 0.0),
+        )
+        .expect("open"),
+    )
 }
