@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod model;
 pub mod optim;
+pub mod run;
 pub mod schedule;
 
 use std::sync::Arc;
@@ -61,6 +62,18 @@ pub struct StepRecord {
     pub lr: f64,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
+    /// Tokens the step trained on, and its wall time.
+    pub tokens: u64,
+    pub seconds: f64,
+    /// Of that time, how long the step waited for data.
+    pub data_wait: f64,
+}
+
+impl StepRecord {
+    /// Tokens per second of the step.
+    pub fn tokens_per_s(&self) -> f64 {
+        self.tokens as f64 / self.seconds.max(1e-9)
+    }
 }
 
 fn tch_err(e: tch::TchError) -> Error {
@@ -134,6 +147,21 @@ pub fn train_steps(
     config: &TrainConfig,
     checkpoints: Option<&Checkpoints>,
 ) -> Result<Vec<StepRecord>> {
+    let mut records = Vec::new();
+    train_with(corpus, model, config, checkpoints, &mut |r| {
+        records.push(r.clone())
+    })?;
+    Ok(records)
+}
+
+/// [`train_steps`], handing each step's record to `on_step` as it finishes (metrics).
+pub fn train_with(
+    corpus: Arc<data::Corpus>,
+    model: &model::ModelConfig,
+    config: &TrainConfig,
+    checkpoints: Option<&Checkpoints>,
+    on_step: &mut dyn FnMut(&StepRecord),
+) -> Result<()> {
     let (hash, hashed) = config_hash(model, config, corpus.config())?;
     tch::manual_seed(config.seed);
     let vs = nn::VarStore::new(Device::Cpu);
@@ -155,8 +183,10 @@ pub fn train_steps(
     let batch = config.micro_batch.max(1);
     let accumulation = config.accumulation.max(1);
     let mut loader = data::Loader::start(corpus, position, batch, 0, 1)?;
-    let mut records = Vec::new();
     for step in start..config.steps {
+        let started = std::time::Instant::now();
+        let waited = loader.waited();
+        let mut tokens = 0u64;
         for p in params.iter_mut() {
             p.zero_grad();
         }
@@ -164,8 +194,9 @@ pub fn train_steps(
         for _ in 0..accumulation {
             let next = loader.next_batch()?;
             position = next.next_position;
-            let tokens: Vec<i64> = next.tokens.into_iter().map(i64::from).collect();
-            let samples = Tensor::f_from_slice(&tokens)
+            let ids: Vec<i64> = next.tokens.into_iter().map(i64::from).collect();
+            tokens += ids.len() as u64;
+            let samples = Tensor::f_from_slice(&ids)
                 .map_err(tch_err)?
                 .f_view([batch as i64, -1])
                 .map_err(tch_err)?;
@@ -179,11 +210,14 @@ pub fn train_steps(
         let grad_norm = clip_grad_norm(&params, config.max_grad_norm)?;
         let lr = config.schedule.lr_at(step);
         opt.update(&mut params, lr)?;
-        records.push(StepRecord {
+        on_step(&StepRecord {
             step,
             loss: loss_sum / accumulation as f64,
             lr,
             grad_norm,
+            tokens,
+            seconds: started.elapsed().as_secs_f64(),
+            data_wait: (loader.waited() - waited).as_secs_f64(),
         });
         if let Some(c) = checkpoints
             && c.every > 0
@@ -199,7 +233,7 @@ pub fn train_steps(
             checkpoint::save(&c.storage, &c.dir, &named, (&opt.m, &opt.v), &state, c.keep)?;
         }
     }
-    Ok(records)
+    Ok(())
 }
 
 /// Copies the saved tensors named `prefix + name` into `into` (in `named`'s order).

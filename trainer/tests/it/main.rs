@@ -445,3 +445,73 @@ fn corpus_again(dir: &std::path::Path) -> Arc<Corpus> {
         .expect("open"),
     )
 }
+
+#[test]
+fn mill_train_trains_checkpoints_and_resumes() {
+    let shards = tempfile::tempdir().expect("tmp");
+    phrase_corpus(shards.path());
+    let work = tempfile::tempdir().expect("tmp");
+    let config = |steps: u64| {
+        let path = work.path().join(format!("run-{steps}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "preset = \"tiny\"\ncheckpoint_every = 3\nkeep = 2\n[model]\nlayers = 1\n\
+                 [data]\nseq_len = 16\nvalidation_share = 0.0\n\
+                 [train]\nsteps = {steps}\nmicro_batch = 4\n\
+                 [train.schedule]\nlr = 0.003\nmin_lr = 0.0003\nwarmup_steps = 2\ntotal_steps = 9\n"
+            ),
+        )
+        .expect("config");
+        path
+    };
+    let ckpt = work.path().join("ckpt");
+    let run = |steps: u64, resume: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mill-train"));
+        c.arg("--shards")
+            .arg(shards.path())
+            .arg("--checkpoints")
+            .arg(&ckpt)
+            .arg("--config")
+            .arg(config(steps))
+            .args(["--log-format", "json"]);
+        if resume {
+            c.arg("--resume");
+        }
+        let out = c.output().expect("run mill-train");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+            .collect::<Vec<_>>()
+    };
+    let first = run(6, false);
+    assert_eq!(first.len(), 6);
+    assert!(
+        first
+            .iter()
+            .all(|m| m["tokens_per_s"].as_f64().is_some_and(|t| t > 0.0))
+    );
+    assert_eq!(
+        std::fs::read_to_string(ckpt.join("latest"))
+            .expect("latest")
+            .trim(),
+        "step-00000006"
+    );
+    let resumed = run(9, true);
+    let steps: Vec<u64> = resumed
+        .iter()
+        .map(|m| m["step"].as_u64().expect("step"))
+        .collect();
+    assert_eq!(steps, vec![6, 7, 8], "resumed where the first run stopped");
+    assert_eq!(
+        std::fs::read_to_string(ckpt.join("latest"))
+            .expect("latest")
+            .trim(),
+        "step-00000009"
+    );
+}

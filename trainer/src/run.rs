@@ -1,0 +1,69 @@
+//! What `mill-train` reads: a TOML file naming a model preset (any field overridden),
+//! the data, training and checkpoint settings.
+
+use serde::{Deserialize, Serialize};
+
+use pipeline::{Error, Result};
+
+use crate::TrainConfig;
+use crate::data::DataConfig;
+use crate::model::ModelConfig;
+
+/// A training run's configuration (`mill-train --config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// A model preset: `tiny`, `125m`, `350m`, `1b`, `7b`.
+    pub preset: String,
+    /// Fields of the preset to change (`[model]`, e.g. `layers = 4`). The vocabulary
+    /// size is the shards' when not given.
+    pub model: toml::Table,
+    pub data: DataConfig,
+    pub train: TrainConfig,
+    /// Checkpoint every this many steps (and at the last).
+    pub checkpoint_every: u64,
+    /// Checkpoints kept.
+    pub keep: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            preset: "tiny".into(),
+            model: toml::Table::new(),
+            data: DataConfig::default(),
+            train: TrainConfig::default(),
+            checkpoint_every: 1000,
+            keep: 3,
+        }
+    }
+}
+
+impl RunConfig {
+    /// The model: the preset with the overrides, and the shards' vocabulary size unless
+    /// one is given.
+    pub fn model(&self, shards_vocab: usize) -> Result<ModelConfig> {
+        let preset = ModelConfig::preset(&self.preset)?;
+        let mut value = toml::Value::try_from(&preset)
+            .map_err(|e| Error::Usage(format!("model preset: {e}")))?;
+        if let toml::Value::Table(table) = &mut value {
+            if !self.model.contains_key("vocab_size") {
+                table.insert(
+                    "vocab_size".into(),
+                    toml::Value::Integer(shards_vocab as i64),
+                );
+            }
+            for (k, v) in &self.model {
+                table.insert(k.clone(), v.clone());
+            }
+        }
+        let model: ModelConfig = value
+            .try_into()
+            .map_err(|e: toml::de::Error| Error::Config {
+                url: "[model]".into(),
+                message: e.to_string(),
+            })?;
+        model.validate()?;
+        Ok(model)
+    }
+}
