@@ -265,30 +265,8 @@ fn bad_shards_and_models_are_clear_errors() {
 
 #[test]
 fn a_tiny_model_learns_the_shards() {
-    // Documents that repeat a few phrases: a model that learns anything brings the
-    // loss well down within a few dozen steps.
     let dir = tempfile::tempdir().expect("tmp");
-    let storage = Storage::new();
-    let root = Location::Local(dir.path().to_path_buf());
-    let mut rng = fastrand::Rng::with_seed(9);
-    let phrases: Vec<Vec<u32>> = (0..6)
-        .map(|_| (0..12).map(|_| rng.u32(1..100)).collect())
-        .collect();
-    let docs: Vec<Vec<u32>> = (0..300)
-        .map(|_| {
-            let mut d: Vec<u32> = (0..4)
-                .flat_map(|_| phrases[rng.usize(..phrases.len())].clone())
-                .collect();
-            d.push(EOD);
-            d
-        })
-        .collect();
-    write_shards(&storage, &root, &docs, 100);
-    let corpus = Arc::new(Corpus::open(&storage, &root, &config(32, 0.0)).expect("open"));
-    let model = trainer::model::ModelConfig {
-        vocab_size: 128,
-        ..trainer::model::ModelConfig::preset("tiny").expect("preset")
-    };
+    let (corpus, model) = phrase_corpus(dir.path(), 32);
     let train = trainer::TrainConfig {
         steps: 60,
         micro_batch: 4,
@@ -318,25 +296,32 @@ fn a_tiny_model_learns_the_shards() {
     eprintln!("tiny model: loss {first:.3} -> {last:.3} in 60 steps of 2 x 4 x 32 tokens");
 }
 
-/// Shards of repeated phrases and the tiny model over them, for the training tests.
-fn phrase_corpus(dir: &std::path::Path) -> (Arc<Corpus>, trainer::model::ModelConfig) {
+/// Shards of documents that repeat a few phrases (below `dir`) read in samples of
+/// `seq_len`, and the tiny model over them, for the training tests: a model that learns
+/// anything brings the loss well down within a few dozen steps.
+fn phrase_corpus(
+    dir: &std::path::Path,
+    seq_len: usize,
+) -> (Arc<Corpus>, trainer::model::ModelConfig) {
     let storage = Storage::new();
     let root = Location::Local(dir.to_path_buf());
-    let mut rng = fastrand::Rng::with_seed(4);
-    let phrases: Vec<Vec<u32>> = (0..6)
-        .map(|_| (0..12).map(|_| rng.u32(1..100)).collect())
-        .collect();
-    let docs: Vec<Vec<u32>> = (0..200)
-        .map(|_| {
-            let mut d: Vec<u32> = (0..4)
-                .flat_map(|_| phrases[rng.usize(..phrases.len())].clone())
-                .collect();
-            d.push(EOD);
-            d
-        })
-        .collect();
-    write_shards(&storage, &root, &docs, 100);
-    let corpus = Arc::new(Corpus::open(&storage, &root, &config(16, 0.0)).expect("open"));
+    if !dir.join(MANIFEST).exists() {
+        let mut rng = fastrand::Rng::with_seed(9);
+        let phrases: Vec<Vec<u32>> = (0..6)
+            .map(|_| (0..12).map(|_| rng.u32(1..100)).collect())
+            .collect();
+        let docs: Vec<Vec<u32>> = (0..300)
+            .map(|_| {
+                let mut d: Vec<u32> = (0..4)
+                    .flat_map(|_| phrases[rng.usize(..phrases.len())].clone())
+                    .collect();
+                d.push(EOD);
+                d
+            })
+            .collect();
+        write_shards(&storage, &root, &docs, 100);
+    }
+    let corpus = Arc::new(Corpus::open(&storage, &root, &config(seq_len, 0.0)).expect("open"));
     let model = trainer::model::ModelConfig {
         vocab_size: 128,
         ..trainer::model::ModelConfig::preset("tiny").expect("preset")
@@ -355,7 +340,7 @@ fn final_weights(dir: &std::path::Path) -> Vec<(String, tch::Tensor)> {
 #[test]
 fn stopped_and_resumed_training_ends_with_identical_weights() {
     let shards = tempfile::tempdir().expect("tmp");
-    let (corpus, model) = phrase_corpus(shards.path());
+    let (corpus, model) = phrase_corpus(shards.path(), 16);
     let work = tempfile::tempdir().expect("tmp");
     let train = |steps| trainer::TrainConfig {
         steps,
@@ -426,7 +411,7 @@ fn stopped_and_resumed_training_ends_with_identical_weights() {
         .join("model.safetensors");
     std::fs::write(&model_file, b"not tensors").expect("corrupt");
     let err = trainer::train_steps(
-        corpus_again(shards.path()),
+        phrase_corpus(shards.path(), 16).0,
         &model,
         &train(24),
         Some(&ckpt("b", true)),
@@ -435,21 +420,10 @@ fn stopped_and_resumed_training_ends_with_identical_weights() {
     assert!(err.to_string().contains("model.safetensors"), "{err}");
 }
 
-fn corpus_again(dir: &std::path::Path) -> Arc<Corpus> {
-    Arc::new(
-        Corpus::open(
-            &Storage::new(),
-            &Location::Local(dir.to_path_buf()),
-            &config(16, 0.0),
-        )
-        .expect("open"),
-    )
-}
-
 #[test]
 fn mill_train_trains_checkpoints_and_resumes() {
     let shards = tempfile::tempdir().expect("tmp");
-    phrase_corpus(shards.path());
+    phrase_corpus(shards.path(), 16);
     let work = tempfile::tempdir().expect("tmp");
     let config = |steps: u64| {
         let path = work.path().join(format!("run-{steps}.toml"));
