@@ -1,10 +1,12 @@
 //! Checkpoints on disk or S3 (through `pipeline`'s storage): `<dir>/step-NNNNNNNN/`
 //! holds `model.safetensors` (the parameters by name), `optim.safetensors` (AdamW's
 //! moments, `m.<name>` and `v.<name>`) and `state.json` (step, optimiser step, data
-//! position, configuration and its hash); `<dir>/latest` names the newest complete one
-//! and is written last, so a checkpoint killed half-way is never the one resumed from.
-//! The last `keep` checkpoints stay; older ones are deleted only after a newer one is
-//! complete.
+//! position, the generator's seed, configuration and its hash, the tokenizer);
+//! `<dir>/latest` names the newest complete one and is written last, so a checkpoint
+//! killed half-way is never the one resumed from. The last `keep` checkpoints stay;
+//! older ones are deleted only after a newer one is complete.
+//! `<dir>/metrics/step-NNNNNNNN.jsonl` holds the step records since the checkpoint
+//! before (kept with every checkpoint: the run's loss curve).
 
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -24,10 +26,38 @@ pub struct State {
     pub optim_step: u64,
     /// Global data position to read on from.
     pub position: u64,
+    /// The seed libtorch's generator gets before the next step (`step_seed(seed,
+    /// step)`): the generator is reseeded every step, so this is its whole state.
+    #[serde(default)]
+    pub rng_seed: i64,
     /// Hash of everything that must not change across a resume.
     pub config_hash: String,
     /// That configuration, for people reading the checkpoint.
     pub config: serde_json::Value,
+    /// The tokenizer of the shards trained on (for the export).
+    #[serde(default)]
+    pub tokenizer: Option<TokenizerRef>,
+}
+
+/// Which tokenizer made the shards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizerRef {
+    /// Address of its `tokenizer.json`.
+    pub url: String,
+    pub sha256: String,
+    pub end_of_document: String,
+    pub end_of_document_id: u32,
+}
+
+impl TokenizerRef {
+    pub fn of(m: &pipeline::tokens::Manifest) -> TokenizerRef {
+        TokenizerRef {
+            url: m.tokenizer.clone(),
+            sha256: m.tokenizer_sha256.clone(),
+            end_of_document: m.end_of_document.clone(),
+            end_of_document_id: m.end_of_document_id,
+        }
+    }
 }
 
 fn tch(e: tch::TchError) -> Error {
@@ -39,7 +69,7 @@ fn step_name(step: u64) -> String {
 }
 
 /// Serialises named tensors in the safetensors format.
-fn to_bytes(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
+pub(crate) fn to_bytes(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
     let dir = tempfile::tempdir().map_err(|e| Error::Usage(format!("a temporary folder: {e}")))?;
     let path = dir.path().join("t.safetensors");
     Tensor::write_safetensors(tensors, &path).map_err(tch)?;
@@ -57,17 +87,26 @@ fn from_bytes(bytes: &[u8], url: &str) -> Result<Vec<(String, Tensor)>> {
     })
 }
 
-/// Writes a checkpoint of `params` (named) and the optimiser's moments, then points
-/// `latest` at it, then deletes all but the last `keep`.
+/// Writes the step records since the checkpoint before, then a checkpoint of `params`
+/// (named) and the optimiser's moments, then points `latest` at it, then deletes all
+/// but the last `keep`.
 pub fn save(
     storage: &Storage,
     dir: &Location,
     params: &[(String, Tensor)],
     moments: (&[Tensor], &[Tensor]),
     state: &State,
+    records: &[crate::StepRecord],
     keep: usize,
 ) -> Result<()> {
     let name = step_name(state.step);
+    let mut lines = Vec::new();
+    for r in records {
+        serde_json::to_writer(&mut lines, r)
+            .map_err(|e| Error::Usage(format!("serialising metrics: {e}")))?;
+        lines.push(b'\n');
+    }
+    storage.put(&dir.join(&format!("metrics/{name}.jsonl")), &lines)?;
     let at = dir.join(&format!("{name}/"));
     storage.put(&at.join("model.safetensors"), &to_bytes(params)?)?;
     let mut optim = Vec::with_capacity(2 * params.len());
@@ -113,9 +152,13 @@ pub struct Loaded {
     pub optim: Vec<(String, Tensor)>,
 }
 
-/// The checkpoint `latest` names, if there is one; refused when it was written for
-/// another configuration.
-pub fn load_latest(storage: &Storage, dir: &Location, config_hash: &str) -> Result<Option<Loaded>> {
+/// The folder of the newest complete checkpoint below `dir`, if any.
+pub fn latest(storage: &Storage, dir: &Location) -> Result<Option<Location>> {
+    Ok(latest_name(storage, dir)?.map(|name| dir.join(&format!("{name}/"))))
+}
+
+/// The name (`step-…`) of the newest complete checkpoint below `dir`, if any.
+fn latest_name(storage: &Storage, dir: &Location) -> Result<Option<String>> {
     let latest = dir.join(LATEST);
     if !storage.exists(&latest)? {
         return Ok(None);
@@ -123,7 +166,73 @@ pub fn load_latest(storage: &Storage, dir: &Location, config_hash: &str) -> Resu
     let name = String::from_utf8_lossy(&storage.read(&latest)?)
         .trim()
         .to_string();
-    let at = dir.join(&format!("{name}/"));
+    if !name.starts_with("step-") || name.contains('/') {
+        return Err(Error::Input {
+            url: latest.to_string(),
+            message: format!("names {name:?}, not a checkpoint folder"),
+        });
+    }
+    Ok(Some(name))
+}
+
+/// Reads the checkpoint in folder `at` (a `step-…/` folder).
+pub fn load(storage: &Storage, at: &Location) -> Result<Loaded> {
+    let state_loc = at.join("state.json");
+    let state: State =
+        serde_json::from_slice(&storage.read(&state_loc)?).map_err(|e| Error::Input {
+            url: state_loc.to_string(),
+            message: format!("unreadable checkpoint state: {e}"),
+        })?;
+    let model = at.join("model.safetensors");
+    let optim = at.join("optim.safetensors");
+    Ok(Loaded {
+        params: from_bytes(&storage.read(&model)?, &model.to_string())?,
+        optim: from_bytes(&storage.read(&optim)?, &optim.to_string())?,
+        state,
+    })
+}
+
+/// The step records of the run whose checkpoints are below `dir`, up to its newest
+/// complete checkpoint, in step order.
+pub fn read_metrics(storage: &Storage, dir: &Location) -> Result<Vec<crate::StepRecord>> {
+    let Some(newest) = latest_name(storage, dir)? else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<_> = storage
+        .list(&dir.join("metrics/"))?
+        .into_iter()
+        .filter(|m| {
+            m.relative.ends_with(".jsonl")
+                && m.relative.trim_end_matches(".jsonl") <= newest.as_str()
+        })
+        .collect();
+    files.sort_by(|a, b| a.relative.cmp(&b.relative));
+    let mut out: Vec<crate::StepRecord> = Vec::new();
+    for f in files {
+        let bytes = storage.read(&f.location)?;
+        for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let r: crate::StepRecord = serde_json::from_slice(line).map_err(|e| Error::Input {
+                url: f.location.to_string(),
+                message: format!("line {}: not a step record: {e}", n + 1),
+            })?;
+            // A run killed after its metrics but before `latest` wrote them again.
+            if out.last().is_none_or(|l| l.step < r.step) {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The checkpoint `latest` names, if there is one; refused when it was written for
+/// another configuration.
+pub fn load_latest(storage: &Storage, dir: &Location, config_hash: &str) -> Result<Option<Loaded>> {
+    let Some(at) = latest(storage, dir)? else {
+        return Ok(None);
+    };
     let state_loc = at.join("state.json");
     let state: State =
         serde_json::from_slice(&storage.read(&state_loc)?).map_err(|e| Error::Input {
@@ -137,11 +246,5 @@ pub fn load_latest(storage: &Storage, dir: &Location, config_hash: &str) -> Resu
             state.config_hash
         )));
     }
-    let model = at.join("model.safetensors");
-    let optim = at.join("optim.safetensors");
-    Ok(Some(Loaded {
-        params: from_bytes(&storage.read(&model)?, &model.to_string())?,
-        optim: from_bytes(&storage.read(&optim)?, &optim.to_string())?,
-        state,
-    }))
+    load(storage, &at).map(Some)
 }

@@ -9,17 +9,47 @@
 
 pub mod checkpoint;
 pub mod data;
+pub mod dist;
+pub mod export;
+pub mod metrics;
 pub mod model;
+#[cfg(feature = "cuda")]
+pub mod nccl;
 pub mod optim;
 pub mod run;
 pub mod schedule;
-
-use std::sync::Arc;
+mod train;
 
 use serde::{Deserialize, Serialize};
-use tch::{Device, Tensor, nn};
+use tch::Tensor;
+#[cfg(test)]
+use tch::{Device, nn};
 
 use pipeline::{Error, Location, Result, Storage};
+
+/// The arithmetic of the forward and backward passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// bf16 on a GPU, f32 on the CPU.
+    #[default]
+    Auto,
+    Fp32,
+    /// bf16 weights and activations; the optimiser keeps f32 master weights and
+    /// moments, and the loss is computed in f32.
+    Bf16,
+}
+
+impl Precision {
+    /// Whether compute is bf16 on `device`.
+    pub fn is_bf16(self, device: tch::Device) -> bool {
+        match self {
+            Precision::Auto => device.is_cuda(),
+            Precision::Fp32 => false,
+            Precision::Bf16 => true,
+        }
+    }
+}
 
 /// How [`train_steps`] trains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,8 +61,13 @@ pub struct TrainConfig {
     /// Samples per micro-batch.
     pub micro_batch: usize,
     /// Micro-batches whose gradients add up to one step (the global batch is
-    /// `micro_batch × accumulation × world` samples).
+    /// `micro_batch × accumulation × world` samples). Ignored when
+    /// `global_batch_tokens` is set.
     pub accumulation: usize,
+    /// The global batch in tokens (0: use `accumulation`): the accumulation is this
+    /// over `micro_batch × seq_len × world`, which must divide it.
+    pub global_batch_tokens: u64,
+    pub precision: Precision,
     pub schedule: schedule::Schedule,
     /// Gradients are scaled down when their global norm exceeds this: 1.0 (Llama).
     pub max_grad_norm: f64,
@@ -46,6 +81,8 @@ impl Default for TrainConfig {
             steps: 100,
             micro_batch: 8,
             accumulation: 1,
+            global_batch_tokens: 0,
+            precision: Precision::Auto,
             schedule: schedule::Schedule::default(),
             max_grad_norm: 1.0,
             adamw: optim::AdamWConfig::default(),
@@ -67,6 +104,12 @@ pub struct StepRecord {
     pub seconds: f64,
     /// Of that time, how long the step waited for data.
     pub data_wait: f64,
+    /// Model FLOPs utilisation, when the device's peak is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mfu: Option<f64>,
+    /// Mean loss on the validation split, on the steps that evaluate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_loss: Option<f64>,
 }
 
 impl StepRecord {
@@ -76,16 +119,15 @@ impl StepRecord {
     }
 }
 
-fn tch_err(e: tch::TchError) -> Error {
+pub(crate) fn tch_err(e: tch::TchError) -> Error {
     Error::Usage(format!("libtorch: {e}"))
 }
 
 /// Global L2 norm of the gradients; when over `max`, the gradients are scaled to it.
-pub fn clip_grad_norm(params: &[Tensor], max: f64) -> Result<f64> {
+pub fn clip_grad_norm(grads: &[Tensor], max: f64) -> Result<f64> {
     let _guard = tch::no_grad_guard();
     let mut sum = 0.0;
-    for p in params {
-        let g = p.grad();
+    for g in grads {
         if g.defined() {
             let n = g
                 .f_norm()
@@ -98,10 +140,9 @@ pub fn clip_grad_norm(params: &[Tensor], max: f64) -> Result<f64> {
     let norm = sum.sqrt();
     if max > 0.0 && norm > max {
         let scale = max / (norm + 1e-6);
-        for p in params {
-            let mut g = p.grad();
+        for g in grads {
             if g.defined() {
-                let _ = g.f_mul_scalar_(scale).map_err(tch_err)?;
+                let _ = g.shallow_clone().f_mul_scalar_(scale).map_err(tch_err)?;
             }
         }
     }
@@ -137,131 +178,7 @@ pub fn config_hash(
     Ok((pipeline::cli::sha256_hex(&bytes), value))
 }
 
-/// Trains a model of shape `model` on `corpus` on one CPU process, to step
-/// `config.steps`; with `checkpoints`, writes them and (when asked) resumes from the
-/// newest, so that a run stopped anywhere and resumed ends with the same weights as
-/// one that never stopped. Returns a record per step run.
-pub fn train_steps(
-    corpus: Arc<data::Corpus>,
-    model: &model::ModelConfig,
-    config: &TrainConfig,
-    checkpoints: Option<&Checkpoints>,
-) -> Result<Vec<StepRecord>> {
-    let mut records = Vec::new();
-    train_with(corpus, model, config, checkpoints, &mut |r| {
-        records.push(r.clone())
-    })?;
-    Ok(records)
-}
-
-/// [`train_steps`], handing each step's record to `on_step` as it finishes (metrics).
-pub fn train_with(
-    corpus: Arc<data::Corpus>,
-    model: &model::ModelConfig,
-    config: &TrainConfig,
-    checkpoints: Option<&Checkpoints>,
-    on_step: &mut dyn FnMut(&StepRecord),
-) -> Result<()> {
-    let (hash, hashed) = config_hash(model, config, corpus.config())?;
-    tch::manual_seed(config.seed);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let net = model::Model::new(&vs, model)?;
-    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
-    let mut opt = optim::AdamW::new(&params, &config.adamw)?;
-    let (mut start, mut position) = (0u64, 0u64);
-    if let Some(c) = checkpoints.filter(|c| c.resume)
-        && let Some(loaded) = checkpoint::load_latest(&c.storage, &c.dir, &hash)?
-    {
-        restore(&mut params, &named, &loaded.params, "")?;
-        restore(&mut opt.m, &named, &loaded.optim, "m.")?;
-        restore(&mut opt.v, &named, &loaded.optim, "v.")?;
-        opt.step = loaded.state.optim_step;
-        (start, position) = (loaded.state.step, loaded.state.position);
-    }
-    let batch = config.micro_batch.max(1);
-    let accumulation = config.accumulation.max(1);
-    let mut loader = data::Loader::start(corpus, position, batch, 0, 1)?;
-    for step in start..config.steps {
-        let started = std::time::Instant::now();
-        let waited = loader.waited();
-        let mut tokens = 0u64;
-        for p in params.iter_mut() {
-            p.zero_grad();
-        }
-        let mut loss_sum = 0.0;
-        for _ in 0..accumulation {
-            let next = loader.next_batch()?;
-            position = next.next_position;
-            let ids: Vec<i64> = next.tokens.into_iter().map(i64::from).collect();
-            tokens += ids.len() as u64;
-            let samples = Tensor::f_from_slice(&ids)
-                .map_err(tch_err)?
-                .f_view([batch as i64, -1])
-                .map_err(tch_err)?;
-            let loss = net.loss(&samples)?;
-            loss_sum += loss.f_double_value(&[]).map_err(tch_err)?;
-            loss.f_div_scalar(accumulation as f64)
-                .map_err(tch_err)?
-                .f_backward()
-                .map_err(tch_err)?;
-        }
-        let grad_norm = clip_grad_norm(&params, config.max_grad_norm)?;
-        let lr = config.schedule.lr_at(step);
-        opt.update(&mut params, lr)?;
-        on_step(&StepRecord {
-            step,
-            loss: loss_sum / accumulation as f64,
-            lr,
-            grad_norm,
-            tokens,
-            seconds: started.elapsed().as_secs_f64(),
-            data_wait: (loader.waited() - waited).as_secs_f64(),
-        });
-        if let Some(c) = checkpoints
-            && c.every > 0
-            && ((step + 1) % c.every == 0 || step + 1 == config.steps)
-        {
-            let state = checkpoint::State {
-                step: step + 1,
-                optim_step: opt.step,
-                position,
-                config_hash: hash.clone(),
-                config: hashed.clone(),
-            };
-            checkpoint::save(&c.storage, &c.dir, &named, (&opt.m, &opt.v), &state, c.keep)?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies the saved tensors named `prefix + name` into `into` (in `named`'s order).
-fn restore(
-    into: &mut [Tensor],
-    named: &[(String, Tensor)],
-    saved: &[(String, Tensor)],
-    prefix: &str,
-) -> Result<()> {
-    let _guard = tch::no_grad_guard();
-    for (target, (name, _)) in into.iter_mut().zip(named) {
-        let key = format!("{prefix}{name}");
-        let (_, source) = saved.iter().find(|(n, _)| *n == key).ok_or_else(|| {
-            Error::Usage(format!(
-                "the checkpoint has no tensor {key}: another model shape"
-            ))
-        })?;
-        if source.size() != target.size() {
-            return Err(Error::Usage(format!(
-                "checkpoint tensor {key} is {:?}, the model's {:?}",
-                source.size(),
-                target.size()
-            )));
-        }
-        target.f_copy_(source).map_err(tch_err)?;
-    }
-    Ok(())
-}
+pub use train::{Options, train_steps, train_with};
 
 #[cfg(test)]
 mod tests {
@@ -277,7 +194,7 @@ mod tests {
             + b.f_sum(tch::Kind::Float).map_err(tch_err)?)
             * 3.0;
         loss.f_backward().map_err(tch_err)?;
-        let params = vs.trainable_variables();
+        let params: Vec<Tensor> = vs.trainable_variables().iter().map(|p| p.grad()).collect();
         let before = clip_grad_norm(&params, 1.0)?;
         assert!((before - 3.0 * 8f64.sqrt()).abs() < 1e-4, "{before}");
         let after = clip_grad_norm(&params, 1.0)?;

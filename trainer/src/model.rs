@@ -94,6 +94,28 @@ impl ModelConfig {
     fn head_dim(&self) -> i64 {
         (self.dim / self.heads) as i64
     }
+
+    /// Parameters, embeddings included (counted once when tied).
+    pub fn parameters(&self) -> u64 {
+        let (d, v, f) = (self.dim as u64, self.vocab_size as u64, self.ffn_dim as u64);
+        let hd = self.head_dim() as u64;
+        let (h, kv) = (self.heads as u64, self.kv_heads as u64);
+        let block = d * h * hd * 2 + d * kv * hd * 2 + 3 * d * f + 2 * d;
+        let head = if self.tie_embeddings { 0 } else { v * d };
+        v * d + self.layers as u64 * block + d + head
+    }
+
+    /// Training FLOPs per token at sequence length `seq` (forward and backward): 6 per
+    /// weight of every matrix product, the output projection included, plus the
+    /// attention scores and their use, 12 × layers × dim × seq (PaLM, appendix B).
+    pub fn flops_per_token(&self, seq: usize) -> f64 {
+        let (d, v, f) = (self.dim as f64, self.vocab_size as f64, self.ffn_dim as f64);
+        let hd = self.head_dim() as f64;
+        let (h, kv) = (self.heads as f64, self.kv_heads as f64);
+        let matmul =
+            self.layers as f64 * (d * h * hd * 2.0 + d * kv * hd * 2.0 + 3.0 * d * f) + v * d;
+        6.0 * matmul + 12.0 * self.layers as f64 * d * seq as f64
+    }
 }
 
 fn tch(e: tch::TchError) -> Error {
@@ -209,8 +231,20 @@ impl Model {
         }
         let c = &self.config;
         let (hd, heads, kv) = (c.head_dim(), c.heads as i64, c.kv_heads as i64);
-        let cos = self.cos.f_narrow(0, 0, t).map_err(tch)?;
-        let sin = self.sin.f_narrow(0, 0, t).map_err(tch)?;
+        // The tables in the compute precision (bf16 when the weights are).
+        let kind = self.embed.kind();
+        let cos = self
+            .cos
+            .f_narrow(0, 0, t)
+            .map_err(tch)?
+            .f_to_kind(kind)
+            .map_err(tch)?;
+        let sin = self
+            .sin
+            .f_narrow(0, 0, t)
+            .map_err(tch)?
+            .f_to_kind(kind)
+            .map_err(tch)?;
         let rope = |x: &Tensor| -> Result<Tensor> {
             let x1 = x.f_narrow(-1, 0, hd / 2).map_err(tch)?;
             let x2 = x.f_narrow(-1, hd / 2, hd / 2).map_err(tch)?;
@@ -258,7 +292,8 @@ impl Model {
         let n = samples.size()[1];
         let inputs = samples.f_narrow(1, 0, n - 1).map_err(tch)?;
         let targets = samples.f_narrow(1, 1, n - 1).map_err(tch)?;
-        let logits = self.forward(&inputs)?;
+        // Cross-entropy in f32 whatever the compute precision (as Megatron does).
+        let logits = self.forward(&inputs)?.f_to_kind(Kind::Float).map_err(tch)?;
         let v = self.config.vocab_size as i64;
         logits
             .f_view([-1, v])

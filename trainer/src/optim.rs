@@ -57,16 +57,21 @@ impl AdamW {
         })
     }
 
-    /// One update of `params` from their gradients at learning rate `lr`.
-    pub fn update(&mut self, params: &mut [Tensor], lr: f64) -> Result<()> {
+    /// One update of `params` (f32: the master weights) from `grads` (f32, one per
+    /// parameter; an undefined one leaves its parameter alone) at learning rate `lr`.
+    pub fn update(&mut self, params: &mut [Tensor], grads: &[Tensor], lr: f64) -> Result<()> {
         self.step += 1;
         let c = &self.config;
         let t = self.step as i32;
         let (bc1, bc2) = (1.0 - c.beta1.powi(t), 1.0 - c.beta2.powi(t));
         // In-place ops return an alias of their target: the `let _` drop only that.
         let _guard = tch::no_grad_guard();
-        for ((p, m), v) in params.iter_mut().zip(&mut self.m).zip(&mut self.v) {
-            let g = p.grad();
+        for (((p, g), m), v) in params
+            .iter_mut()
+            .zip(grads)
+            .zip(&mut self.m)
+            .zip(&mut self.v)
+        {
             if !g.defined() {
                 continue;
             }
@@ -80,7 +85,7 @@ impl AdamW {
             let _ = v.f_mul_scalar_(c.beta2).map_err(tch)?;
             let _ = v
                 .f_add_(
-                    &g.f_mul(&g)
+                    &g.f_mul(g)
                         .map_err(tch)?
                         .f_mul_scalar(1.0 - c.beta2)
                         .map_err(tch)?,

@@ -24,6 +24,12 @@ pub struct RunConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept.
     pub keep: usize,
+    /// A JSON line of metrics every this many steps.
+    pub log_every: u64,
+    /// Validation loss every this many steps and at the last (0: never).
+    pub eval_every: u64,
+    /// Micro-batches of validation samples per evaluation and rank.
+    pub eval_batches: usize,
 }
 
 impl Default for RunConfig {
@@ -35,6 +41,9 @@ impl Default for RunConfig {
             train: TrainConfig::default(),
             checkpoint_every: 1000,
             keep: 3,
+            log_every: 1,
+            eval_every: 200,
+            eval_batches: 8,
         }
     }
 }

@@ -1,0 +1,354 @@
+//! The training loop: one process (CPU or one GPU), or one rank of several joined by a
+//! [`Group`]; micro-batches accumulate to the step's batch, gradients are averaged
+//! across ranks, clipped and applied by AdamW to f32 master weights; checkpoints,
+//! validation loss and MFU on the way.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tch::{Device, Kind, Tensor, nn};
+
+use pipeline::{Error, Result};
+
+use crate::data::{self, Corpus, Split};
+use crate::dist::{Group, World};
+use crate::{
+    Checkpoints, StepRecord, TrainConfig, checkpoint, clip_grad_norm, config_hash, model, optim,
+    tch_err,
+};
+
+/// How a run executes: what does not change its numbers on the CPU, so a resume may
+/// change it.
+pub struct Options {
+    pub device: Device,
+    /// The other ranks; `None` for one process.
+    pub group: Option<Box<dyn Group>>,
+    /// Validation loss every this many steps, and at the last (0: never).
+    pub eval_every: u64,
+    /// Micro-batches of validation samples per evaluation, per rank.
+    pub eval_batches: usize,
+    /// Peak FLOP/s of one device, for MFU.
+    pub peak_flops: Option<f64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            device: Device::Cpu,
+            group: None,
+            eval_every: 0,
+            eval_batches: 4,
+            peak_flops: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("device", &self.device)
+            .field("world", &self.group.as_ref().map(|g| g.world().clone()))
+            .field("eval_every", &self.eval_every)
+            .field("eval_batches", &self.eval_batches)
+            .field("peak_flops", &self.peak_flops)
+            .finish()
+    }
+}
+
+/// Trains on one CPU process to step `config.steps` (see [`train_with`]) and returns a
+/// record per step run.
+pub fn train_steps(
+    corpus: Arc<Corpus>,
+    model: &model::ModelConfig,
+    config: &TrainConfig,
+    checkpoints: Option<&Checkpoints>,
+) -> Result<Vec<StepRecord>> {
+    let mut records = Vec::new();
+    train_with(
+        corpus,
+        model,
+        config,
+        checkpoints,
+        Options::default(),
+        &mut |r| records.push(r.clone()),
+    )?;
+    Ok(records)
+}
+
+/// The seed libtorch's generator gets before step `step`: a function of the run's seed
+/// and the step alone, so the generator's state at any step is the same whether the run
+/// stopped before it or not.
+pub fn step_seed(seed: i64, step: u64) -> i64 {
+    let mut x = (seed as u64) ^ step.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((x ^ (x >> 31)) >> 1) as i64
+}
+
+/// Micro-batches per step: `global_batch_tokens` over what one micro-batch of every
+/// rank holds, or `accumulation`.
+pub fn accumulation(config: &TrainConfig, seq_len: usize, world: usize) -> Result<usize> {
+    if config.global_batch_tokens == 0 {
+        return Ok(config.accumulation.max(1));
+    }
+    let per = (config.micro_batch.max(1) * seq_len * world) as u64;
+    if per == 0 || !config.global_batch_tokens.is_multiple_of(per) {
+        return Err(Error::Usage(format!(
+            "global_batch_tokens {} is not a multiple of micro_batch {} × seq_len {seq_len} × {world} ranks = {per}",
+            config.global_batch_tokens, config.micro_batch
+        )));
+    }
+    Ok((config.global_batch_tokens / per) as usize)
+}
+
+/// Samples `[n, seq + 1]` (int64, on `device`) from tokens back to back.
+fn samples(tokens: Vec<u32>, n: usize, device: Device) -> Result<Tensor> {
+    let ids: Vec<i64> = tokens.into_iter().map(i64::from).collect();
+    Tensor::f_from_slice(&ids)
+        .map_err(tch_err)?
+        .f_view([n as i64, -1])
+        .map_err(tch_err)?
+        .f_to_device(device)
+        .map_err(tch_err)
+}
+
+/// Mean loss over this rank's share of the first validation samples, averaged over the
+/// ranks; `None` when the split is empty.
+fn validation_loss(
+    corpus: &Corpus,
+    net: &model::Model,
+    options: &mut Options,
+    world: &World,
+    micro: usize,
+) -> Result<Option<f64>> {
+    let available = corpus.samples(Split::Validation);
+    let want = (options.eval_batches.max(1) * micro * world.size) as u64;
+    let total = available.min(want);
+    let mine: Vec<u64> = (world.rank as u64..total).step_by(world.size).collect();
+    if total < world.size as u64 {
+        return Ok(None);
+    }
+    let _guard = tch::no_grad_guard();
+    let (mut sum, mut count) = (0.0, 0usize);
+    for chunk in mine.chunks(micro.max(1)) {
+        let mut tokens = Vec::new();
+        for &i in chunk {
+            tokens.extend(corpus.sample(Split::Validation, i)?);
+        }
+        let loss = net.loss(&samples(tokens, chunk.len(), options.device)?)?;
+        sum += loss.f_double_value(&[]).map_err(tch_err)? * chunk.len() as f64;
+        count += chunk.len();
+    }
+    let mut mean = vec![Tensor::from_slice(&[(sum / count.max(1) as f64) as f32])];
+    if let Some(g) = options.group.as_mut() {
+        g.all_reduce_mean(&mut mean)?;
+    }
+    Ok(Some(mean[0].f_double_value(&[0]).map_err(tch_err)?))
+}
+
+/// Trains a model of shape `model` on `corpus` to step `config.steps`. With
+/// `checkpoints`, rank 0 writes them, and (when asked) every rank resumes from the
+/// newest, so that a run stopped anywhere and resumed ends with the same weights as one
+/// that never stopped. Each step's record goes to `on_step` as it finishes.
+pub fn train_with(
+    corpus: Arc<Corpus>,
+    model: &model::ModelConfig,
+    config: &TrainConfig,
+    checkpoints: Option<&Checkpoints>,
+    mut options: Options,
+    on_step: &mut dyn FnMut(&StepRecord),
+) -> Result<()> {
+    let world = options
+        .group
+        .as_ref()
+        .map(|g| g.world().clone())
+        .unwrap_or_else(World::single);
+    let device = options.device;
+    let seq_len = corpus.config().seq_len;
+    let (hash, hashed) = config_hash(model, config, corpus.config())?;
+    let bf16 = config.precision.is_bf16(device);
+    tch::manual_seed(config.seed);
+    let vs = nn::VarStore::new(device);
+    let net = model::Model::new(&vs, model)?;
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    // f32 master weights: the parameters themselves, or (bf16) f32 copies of them.
+    let mut masters: Vec<Tensor> = named
+        .iter()
+        .map(|(_, t)| {
+            if bf16 {
+                t.f_detach_copy().map_err(tch_err)
+            } else {
+                Ok(t.shallow_clone())
+            }
+        })
+        .collect::<Result<_>>()?;
+    let mut params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let sync_params = |params: &mut [Tensor], masters: &[Tensor]| -> Result<()> {
+        if bf16 {
+            let _guard = tch::no_grad_guard();
+            for (p, m) in params.iter_mut().zip(masters) {
+                if p.kind() != Kind::BFloat16 {
+                    p.set_data(&m.f_to_kind(Kind::BFloat16).map_err(tch_err)?);
+                } else {
+                    p.f_copy_(m).map_err(tch_err)?;
+                }
+            }
+        }
+        Ok(())
+    };
+    sync_params(&mut params, &masters)?;
+    let mut opt = optim::AdamW::new(&masters, &config.adamw)?;
+    let (mut start, mut position) = (0u64, 0u64);
+    if let Some(c) = checkpoints.filter(|c| c.resume)
+        && let Some(loaded) = checkpoint::load_latest(&c.storage, &c.dir, &hash)?
+    {
+        restore(&mut masters, &named, &loaded.params, "")?;
+        restore(&mut opt.m, &named, &loaded.optim, "m.")?;
+        restore(&mut opt.v, &named, &loaded.optim, "v.")?;
+        opt.step = loaded.state.optim_step;
+        (start, position) = (loaded.state.step, loaded.state.position);
+        sync_params(&mut params, &masters)?;
+    }
+    let micro = config.micro_batch.max(1);
+    let accumulation = accumulation(config, seq_len, world.size)?;
+    let flops_per_token = model.flops_per_token(seq_len);
+    let mut loader = data::Loader::start(corpus.clone(), position, micro, world.rank, world.size)?;
+    let mut unsaved: Vec<StepRecord> = Vec::new();
+    for step in start..config.steps {
+        let started = Instant::now();
+        let waited = loader.waited();
+        tch::manual_seed(step_seed(config.seed, step));
+        for p in params.iter_mut() {
+            p.zero_grad();
+        }
+        let mut loss_sum = 0.0;
+        for _ in 0..accumulation {
+            let next = loader.next_batch()?;
+            position = next.next_position;
+            let loss = net.loss(&samples(next.tokens, micro, device)?)?;
+            loss_sum += loss.f_double_value(&[]).map_err(tch_err)?;
+            loss.f_div_scalar(accumulation as f64)
+                .map_err(tch_err)?
+                .f_backward()
+                .map_err(tch_err)?;
+        }
+        // f32 gradients (the bf16 ones upcast), the step's loss riding along so that
+        // one exchange averages both over the ranks.
+        let mut grads: Vec<Tensor> = params
+            .iter()
+            .zip(&masters)
+            .map(|(p, m)| {
+                let g = p.grad();
+                if !g.defined() {
+                    m.f_zeros_like().map_err(tch_err)
+                } else if bf16 {
+                    g.f_to_kind(Kind::Float).map_err(tch_err)
+                } else {
+                    Ok(g)
+                }
+            })
+            .collect::<Result<_>>()?;
+        grads.push(
+            Tensor::from_slice(&[(loss_sum / accumulation as f64) as f32])
+                .f_to_device(device)
+                .map_err(tch_err)?,
+        );
+        if let Some(g) = options.group.as_mut() {
+            g.all_reduce_mean(&mut grads)?;
+        }
+        let loss = grads
+            .pop()
+            .map(|l| l.f_double_value(&[0]).map_err(tch_err))
+            .transpose()?
+            .unwrap_or(f64::NAN);
+        let grad_norm = clip_grad_norm(&grads, config.max_grad_norm)?;
+        let lr = config.schedule.lr_at(step);
+        opt.update(&mut masters, &grads, lr)?;
+        sync_params(&mut params, &masters)?;
+        let last = step + 1 == config.steps;
+        let val_loss = if options.eval_every > 0 && ((step + 1) % options.eval_every == 0 || last) {
+            validation_loss(&corpus, &net, &mut options, &world, micro)?
+        } else {
+            None
+        };
+        if let Device::Cuda(index) = device {
+            tch::Cuda::synchronize(index as i64);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let tokens = (accumulation * micro * seq_len * world.size) as u64;
+        let record = StepRecord {
+            step,
+            loss,
+            lr,
+            grad_norm,
+            tokens,
+            seconds,
+            data_wait: (loader.waited() - waited).as_secs_f64(),
+            mfu: options.peak_flops.map(|peak| {
+                tokens as f64 * flops_per_token / seconds.max(1e-9) / (peak * world.size as f64)
+            }),
+            val_loss,
+        };
+        on_step(&record);
+        unsaved.push(record);
+        if let Some(c) = checkpoints
+            && world.rank == 0
+            && c.every > 0
+            && ((step + 1) % c.every == 0 || last)
+        {
+            let state = checkpoint::State {
+                step: step + 1,
+                optim_step: opt.step,
+                position,
+                rng_seed: step_seed(config.seed, step + 1),
+                config_hash: hash.clone(),
+                config: hashed.clone(),
+                tokenizer: Some(checkpoint::TokenizerRef::of(corpus.manifest())),
+            };
+            let saved: Vec<(String, Tensor)> = named
+                .iter()
+                .zip(&masters)
+                .map(|((n, _), m)| (n.clone(), m.shallow_clone()))
+                .collect();
+            checkpoint::save(
+                &c.storage,
+                &c.dir,
+                &saved,
+                (&opt.m, &opt.v),
+                &state,
+                &unsaved,
+                c.keep,
+            )?;
+            unsaved.clear();
+        }
+    }
+    Ok(())
+}
+
+/// Copies the saved tensors named `prefix + name` into `into` (in `named`'s order).
+fn restore(
+    into: &mut [Tensor],
+    named: &[(String, Tensor)],
+    saved: &[(String, Tensor)],
+    prefix: &str,
+) -> Result<()> {
+    let _guard = tch::no_grad_guard();
+    for (target, (name, _)) in into.iter_mut().zip(named) {
+        let key = format!("{prefix}{name}");
+        let (_, source) = saved.iter().find(|(n, _)| *n == key).ok_or_else(|| {
+            Error::Usage(format!(
+                "the checkpoint has no tensor {key}: another model shape"
+            ))
+        })?;
+        if source.size() != target.size() {
+            return Err(Error::Usage(format!(
+                "checkpoint tensor {key} is {:?}, the model's {:?}",
+                source.size(),
+                target.size()
+            )));
+        }
+        target.f_copy_(source).map_err(tch_err)?;
+    }
+    Ok(())
+}
