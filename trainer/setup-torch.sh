@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Setup for the trainer: a virtualenv under .cache/torch-venv with PyPI's torch 2.11.0,
 # the libtorch that the tch crate (0.24) builds and links against
-# (LIBTORCH_USE_PYTORCH=1). Cached: a second run only checks the version.
+# (LIBTORCH_USE_PYTORCH=1), and transformers (the export test loads our checkpoints
+# with its LlamaForCausalLM). Cached: a second run only checks the versions.
 # Prints the variables a build needs (eval "$(trainer/setup-torch.sh)").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.cache/torch-venv
-if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.11.0")' 2>/dev/null; then
+if ! "$venv/bin/python" -c '
+import sys, torch, transformers
+sys.exit(torch.__version__.split("+")[0] != "2.11.0" or transformers.__version__ != "5.25.0")' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.11.0 >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.11.0 transformers==5.25.0 >&2
 fi
 lib="$("$venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)"
 # torch-sys's build runs `python` when VIRTUAL_ENV is set: a folder holding only that

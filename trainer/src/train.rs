@@ -85,6 +85,18 @@ pub fn step_seed(seed: i64, step: u64) -> i64 {
     ((x ^ (x >> 31)) >> 1) as i64
 }
 
+/// libtorch's generator is one per process: runs in one process (tests, several
+/// models) take turns seeding it and drawing from it.
+static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn seeded<T>(seed: i64, f: impl FnOnce() -> T) -> T {
+    let _turn = GENERATOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    tch::manual_seed(seed);
+    f()
+}
+
 /// Micro-batches per step: `global_batch_tokens` over what one micro-batch of every
 /// rank holds, or `accumulation`.
 pub fn accumulation(config: &TrainConfig, seq_len: usize, world: usize) -> Result<usize> {
@@ -167,9 +179,8 @@ pub fn train_with(
     let seq_len = corpus.config().seq_len;
     let (hash, hashed) = config_hash(model, config, corpus.config())?;
     let bf16 = config.precision.is_bf16(device);
-    tch::manual_seed(config.seed);
     let vs = nn::VarStore::new(device);
-    let net = model::Model::new(&vs, model)?;
+    let net = seeded(config.seed, || model::Model::new(&vs, model))?;
     let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     // f32 master weights: the parameters themselves, or (bf16) f32 copies of them.
@@ -218,7 +229,9 @@ pub fn train_with(
     for step in start..config.steps {
         let started = Instant::now();
         let waited = loader.waited();
-        tch::manual_seed(step_seed(config.seed, step));
+        // The loop draws no random numbers today (no dropout); were it to, each step's
+        // draws would depend on (seed, step) alone.
+        seeded(step_seed(config.seed, step), || ());
         for p in params.iter_mut() {
             p.zero_grad();
         }

@@ -1,4 +1,7 @@
-//! The data loader on synthetic token shards, on disk and on the loopback S3 server.
+//! The data loader on synthetic token shards, on disk and on the loopback S3 server;
+//! training, resume, data parallelism and export (`training.rs`).
+
+mod training;
 
 use std::sync::Arc;
 
@@ -430,8 +433,8 @@ fn mill_train_trains_checkpoints_and_resumes() {
         std::fs::write(
             &path,
             format!(
-                "preset = \"tiny\"\ncheckpoint_every = 3\nkeep = 2\n[model]\nlayers = 1\n\
-                 [data]\nseq_len = 16\nvalidation_share = 0.0\n\
+                "preset = \"tiny\"\ncheckpoint_every = 3\nkeep = 2\neval_every = 3\n[model]\nlayers = 1\n\
+                 [data]\nseq_len = 16\nvalidation_share = 0.2\n\
                  [train]\nsteps = {steps}\nmicro_batch = 4\n\
                  [train.schedule]\nlr = 0.003\nmin_lr = 0.0003\nwarmup_steps = 2\ntotal_steps = 9\n"
             ),
@@ -476,6 +479,10 @@ fn mill_train_trains_checkpoints_and_resumes() {
             .trim(),
         "step-00000006"
     );
+    // Validation loss every third step, on the held-out documents.
+    let val: Vec<bool> = first.iter().map(|m| m["val_loss"].is_f64()).collect();
+    assert_eq!(val, vec![false, false, true, false, false, true]);
+    assert!(first[2]["val_loss"].as_f64().is_some_and(|v| v > 0.0 && v.is_finite()));
     let resumed = run(9, true);
     let steps: Vec<u64> = resumed
         .iter()
