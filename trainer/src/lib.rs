@@ -14,6 +14,7 @@ pub mod export;
 pub mod metrics;
 pub mod model;
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
 pub mod nccl;
 pub mod optim;
 pub mod run;

@@ -27,6 +27,15 @@ pub struct NcclGroup {
     _tcp: TcpGroup,
 }
 
+impl std::fmt::Debug for NcclGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NcclGroup")
+            .field("world", &self.world)
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
 // The communicator is used from the training thread only; moving it between threads
 // is allowed by NCCL.
 unsafe impl Send for NcclGroup {}
