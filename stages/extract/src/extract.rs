@@ -5,8 +5,9 @@
 //! 1. Removed with their content: scripts, styles, form controls, embeds; hidden
 //!    elements (`hidden`, `aria-hidden`, `display:none`, hide classes) unless they hold
 //!    prose (a collapsed FAQ answer or a closed tab is content a reader opens; a hidden
-//!    menu is not) or most of the page's text; elements whose tag (`nav`, `header`,
-//!    `footer`, `aside`), ARIA role or class/id words (see [`crate::classes`]) name a
+//!    menu is not; a hidden `<pre>` is a raw copy of the page and goes) or most of
+//!    the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`), ARIA
+//!    role or class/id words (see [`crate::classes`]) name a
 //!    boilerplate group; per-post chrome of threads (user cards, signatures, votes).
 //! 2. Guards: shares are measured in the text outside links that the next more lenient
 //!    pass keeps, so menus do not dilute them. A class-marked element holding more than
@@ -271,7 +272,8 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             || group_text[node.group as usize] as f64 <= limit);
         removed[id] = inherited
             || node.kind == Kind::Skip
-            || node.flags & HIDDEN != 0 && small && weights.prose[id] == 0
+            || node.flags & HIDDEN != 0
+                && (small && weights.prose[id] == 0 || node.kind == Kind::Pre)
             || group_rule
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
                     weights.prose[id] as f64 <= prose_limit
@@ -795,6 +797,20 @@ tide</pre></article></body>"#;
         let html = r#"<body><div class="page-with-sidebar"><p>All of the text is in here and it is long.</p></div>
             <div class="sidebar">short</div></body>"#;
         assert_eq!(text(html), "All of the text is in here and it is long.");
+    }
+
+    #[test]
+    fn hidden_preformatted_copies_are_dropped() {
+        // A hidden raw copy of the article (markdown for a "copy" button) is not a
+        // collapsed answer a reader opens.
+        let html = r#"<body><article><h1>Knots every sailor should know by heart</h1><p>The bowline makes a fixed loop at the end of a line and is easy to untie.</p>
+            <pre hidden aria-hidden="true"># Knots
+
+The bowline makes a fixed loop at the end of a line and is easy to untie.</pre></article></body>"#;
+        assert_eq!(
+            text(html),
+            "Knots every sailor should know by heart\nThe bowline makes a fixed loop at the end of a line and is easy to untie."
+        );
     }
 
     #[test]
