@@ -814,6 +814,20 @@ The bowline makes a fixed loop at the end of a line and is easy to untie.</pre><
     }
 
     #[test]
+    fn highlighted_code_keeps_its_comments() {
+        // A highlighter's `comment` spans are code, not a comment section.
+        let html = r#"<body><article><p>Start a repository and record the first state of the files in it.</p>
+            <pre><code class="language-bash"><span class="hljs-comment"># make a repository</span>
+git init
+<span class="token comment"># record the files</span>
+git commit -am "first"</code></pre></article></body>"#;
+        assert_eq!(
+            text(html),
+            "Start a repository and record the first state of the files in it.\n# make a repository\ngit init\n# record the files\ngit commit -am \"first\""
+        );
+    }
+
+    #[test]
     fn no_body_and_plain_text() {
         assert_eq!(text("just text &lt;3"), "just text <3");
         assert_eq!(text(""), "");

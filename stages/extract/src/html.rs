@@ -118,6 +118,8 @@ const HEAD: u64 = h(b"head");
 const ARTICLE: u64 = h(b"article");
 const MAIN: u64 = h(b"main");
 const OPTION: u64 = h(b"option");
+const PRE: u64 = h(b"pre");
+const CODE: u64 = h(b"code");
 const BR: u64 = h(b"br");
 const HR: u64 = h(b"hr");
 
@@ -276,10 +278,12 @@ impl Builder<'_> {
             return;
         }
         let mut marks = Marks::default();
+        // Inside code, class names are a highlighter's token kinds (`hljs-comment`,
+        // `token tag`), not page parts.
         let class_rules = !matches!(
             lower,
             b"html" | b"body" | b"a" | b"b" | b"i" | b"em" | b"strong" | b"code" | b"small"
-        );
+        ) && !self.inside(&[PRE, CODE]);
         parse_attrs(attrs, class_rules, &mut marks);
         let mut flags = marks.flags;
         let mut group = marks.group;
