@@ -21,9 +21,12 @@
 //!    listing of linked items has weight where its items are): the largest
 //!    content-marked element (`article`, `main`, `itemprop=articleBody`,
 //!    content classes) holding at least `container_share` of the text, or its parent
-//!    when it is one of a run of such siblings (posts), else the body; then down into
-//!    any child holding `dominant_share` of the text (unnamed headers, promo strips and
-//!    footers beside the content fall away).
+//!    when it is one of a run of such siblings (posts), or else a content-marked block
+//!    inside it holding `DESCEND_SHARE` of it with no other content-marked block of
+//!    some size beside it (an `entry-content` inside an `<article>` that also holds a
+//!    carousel of other posts); the body when there is none; then down into any child
+//!    holding `dominant_share` of the text (unnamed headers, promo strips and footers
+//!    beside the content fall away).
 //! 4. Rendering: block elements start lines, `<br>` breaks lines, list items get "- ",
 //!    table cells of a row are joined with " | ", `<pre>` keeps its whitespace.
 //! 5. A line under 30 bytes whose text is mostly link text (a menu item, a tag) is
@@ -286,6 +289,10 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
     Analysis { removed, clean }
 }
 
+/// The root goes into a content-marked descendant of the chosen container holding
+/// at least this share of it.
+const DESCEND_SHARE: f64 = 0.6;
+
 /// Link text counts this much (in quarters of text outside links) toward where the
 /// root goes.
 const LINK_WEIGHT_QUARTERS: u64 = 1;
@@ -352,6 +359,27 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> String {
             })
         {
             best = p;
+        } else {
+            // A content block inside the chosen one that holds most of it (the
+            // `entry-content` of an `<article>` that also holds a carousel of other
+            // posts) is the content, unless other content blocks lie beside it (the
+            // posts of a thread, each in its own wrapper).
+            while let Some(inner) = (best + 1..n)
+                .take_while(|&i| page.nodes[i].open < page.nodes[best].close)
+                .filter(|&i| content(i))
+                .max_by_key(|&i| (weight[i], std::cmp::Reverse(i)))
+                && weight[inner] as f64 >= DESCEND_SHARE * weight[best] as f64
+                && !(best + 1..n)
+                    .take_while(|&i| page.nodes[i].open < page.nodes[best].close)
+                    .any(|i| {
+                        content(i)
+                            && weight[i] * 10 >= weight[inner]
+                            && !within(page, i, inner)
+                            && !within(page, inner, i)
+                    })
+            {
+                best = inner;
+            }
         }
         root = Some(best);
     }
@@ -475,6 +503,11 @@ pub fn explain(page: &Page, min_share: f64) -> String {
         );
     }
     out
+}
+
+/// Whether node `i` is `a` or inside it.
+fn within(page: &Page, i: usize, a: usize) -> bool {
+    i == a || (page.nodes[i].open > page.nodes[a].open && page.nodes[i].open < page.nodes[a].close)
 }
 
 fn parent(p: u32) -> Option<usize> {
@@ -825,6 +858,42 @@ git commit -am "first"</code></pre></article></body>"#;
             text(html),
             "Start a repository and record the first state of the files in it.\n# make a repository\ngit init\n# record the files\ngit commit -am \"first\""
         );
+    }
+
+    #[test]
+    fn root_goes_into_the_body_of_the_article() {
+        // The `<main>` holds the article body and a carousel of other posts; the body,
+        // content-marked, holds most of it and is the content.
+        let mut html = String::from(
+            r#"<body><main><div class="post-content">
+            <p>Set the top of the monitor at eye height and an arm's length away from you.</p>
+            <p>Keep the wrists straight on the keyboard, with the elbows bent at a right angle.</p>
+            <p>Feet flat on the floor, or on a footrest when the chair is high for the desk.</p>
+            <p>Stand up and walk a little every half hour, whatever the chair costs.</p>
+            </div><div class="carousel">"#,
+        );
+        for k in 1..=2 {
+            html.push_str(&format!(
+                r#"<div class="card"><a href="/p{k}">Other post number {k} from the blog</a><p>A teaser of the other post, {k}.</p></div>"#
+            ));
+        }
+        html.push_str("</div></main></body>");
+        let got = text(&html);
+        assert!(got.starts_with("Set the top of the monitor"), "{got}");
+        assert!(got.ends_with("whatever the chair costs."), "{got}");
+    }
+
+    #[test]
+    fn posts_of_a_thread_stay_together() {
+        // Each post body is content-marked inside its own wrapper: the first, long one
+        // does not become the root alone.
+        let html = r#"<body><main><div class="topic">
+            <div class="wrap"><div class="post"><p>My boat's outboard stalls after ten minutes at full throttle, every time, even with fresh fuel in the tank and a new plug. The filter is clean and the line has no kinks. It idles fine for an hour. What else should I look at before taking it to the yard?</p></div></div>
+            <div class="wrap"><div class="post"><p>Check the fuel tank vent: a closed vent starves the engine.</p></div></div>
+            </div></main></body>"#;
+        let got = text(html);
+        assert!(got.contains("tank vent"), "{got}");
+        assert!(got.contains("outboard stalls"), "{got}");
     }
 
     #[test]
