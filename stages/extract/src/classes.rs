@@ -133,7 +133,8 @@ const CHROME_PARTS: &[&str] = &[
     "likesbar",
 ];
 
-/// Words that mark main content.
+/// Words that mark main content (also matched with their `-` taken out of both the
+/// word and the value: `article__content`, `postContent`).
 const CONTENT_WORDS: &[&str] = &[
     "articlebody",
     "article-body",
@@ -152,6 +153,12 @@ const CONTENT_WORDS: &[&str] = &[
     "body-text",
     "mw-parser-output",
     "markdown-body",
+    "content-body",
+    "text-content",
+    "blog-content",
+    "single-content",
+    "entry-body",
+    "post-entry",
 ];
 
 /// Class words that hide an element.
@@ -212,7 +219,10 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
     {
         flags |= HIDDEN;
     }
-    if CONTENT_WORDS.iter().any(|w| lower.contains(w))
+    let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
+    if CONTENT_WORDS
+        .iter()
+        .any(|w| lower.contains(w) || w.contains('-') && compact.contains(&w.replace('-', "")))
         || matches!(
             lower.trim(),
             "content" | "post" | "entry" | "article" | "story" | "main" | "text"
@@ -228,7 +238,6 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
             group = *g;
         }
     });
-    let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
     if CHROME_PARTS.iter().any(|p| compact.contains(p)) {
         flags |= CHROME;
     }
@@ -279,6 +288,11 @@ mod tests {
         assert_eq!(classify("d-none", true).0 & HIDDEN, HIDDEN);
         assert_eq!(classify("message-avatar", true).0 & CHROME, CHROME);
         assert_eq!(classify("entry-content", true).0 & CONTENT, CONTENT);
+        // Content words match whatever joins their parts.
+        assert_eq!(classify("article__content", true).0 & CONTENT, CONTENT);
+        assert_eq!(classify("post_content", true).0 & CONTENT, CONTENT);
+        assert_eq!(classify("blogContent", true).0 & CONTENT, CONTENT);
+        assert_eq!(classify("contents-list", true).0 & CONTENT, 0);
         assert_eq!(classify("comment-list", true).1, Group::Comments);
         assert_eq!(classify("shadow", true).1, Group::None);
     }
