@@ -13,7 +13,10 @@
 //!    pass keeps, so menus do not dilute them. A class-marked element holding more than
 //!    `wrapper_share` of that text is a wrapper and stays; so does a class group whose
 //!    elements together hold that much (the posts of a thread are `comment`s, a
-//!    script-rendered page lives in `<noscript>`), except dialogs and consent banners.
+//!    script-rendered page lives in `<noscript>`), except dialogs and consent banners;
+//!    so do the elements of a wrapper's group at its depth, under a common block below
+//!    the body, when no element of its group lies inside it (page-builder panels that
+//!    are all `widget`s, the largest a wrapper).
 //!    A `nav`/`header`/`footer`/`aside` is weighed by its prose instead (blocks of 40
 //!    bytes or more outside links): it stays only when it holds `semantic_share` of
 //!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
@@ -261,6 +264,45 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
         }
         in_group[id] = inherited | if counted { bit } else { 0 };
     }
+    // A class-marked wrapper with no element of its group inside is one of the group's
+    // blocks, only the largest (a page built of `widget` panels); elements of its
+    // group at its depth under a common block below the body are its parallels and
+    // stay with it.
+    let mut below = vec![0u16; n];
+    for id in (0..n).rev() {
+        if let Some(p) = parent(page.nodes[id].parent) {
+            below[p] |= below[id] | (1u16 << (page.nodes[id].group as u8));
+        }
+    }
+    let mut depth = vec![0u32; n];
+    for id in 0..n {
+        depth[id] = parent(page.nodes[id].parent).map_or(0, |p| depth[p] + 1);
+    }
+    let body_depth = page.body.map_or(0, |b| depth[b as usize]);
+    let wrappers: Vec<usize> = (0..n)
+        .filter(|&id| {
+            let node = &page.nodes[id];
+            node.group != Group::None
+                && node.flags & SEMANTIC == 0
+                && weight[id] as f64 > limit
+                && below[id] & (1u16 << (node.group as u8)) == 0
+        })
+        .collect();
+    let parallel = |id: usize| {
+        wrappers.iter().any(|&w| {
+            if w == id || page.nodes[w].group != page.nodes[id].group || depth[w] != depth[id] {
+                return false;
+            }
+            let (mut a, mut b) = (id, w);
+            while a != b {
+                match (parent(page.nodes[a].parent), parent(page.nodes[b].parent)) {
+                    (Some(pa), Some(pb)) => (a, b) = (pa, pb),
+                    _ => return false,
+                }
+            }
+            depth[a] > body_depth
+        })
+    };
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
@@ -281,7 +323,7 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
                     weights.prose[id] as f64 <= prose_limit
                 } else {
-                    small
+                    small && !parallel(id)
                 }
             || level == Level::All && node.flags & CHROME != 0 && small;
     }
@@ -894,6 +936,22 @@ git commit -am "first"</code></pre></article></body>"#;
         let got = text(html);
         assert!(got.contains("tank vent"), "{got}");
         assert!(got.contains("outboard stalls"), "{got}");
+    }
+
+    #[test]
+    fn panels_beside_the_largest_widget_panel_stay() {
+        // A page builder puts every section in a `widget`; the largest holds over half
+        // the page and is a wrapper, the others are its parallels, not a sidebar.
+        let html = r#"<body><div class="layout">
+            <div class="row"><div class="cell"><div class="panel widget widget_text"><p>Ask for the salary range before the first interview, so that both sides know where they stand.</p></div></div></div>
+            <div class="row"><div class="cell"><div class="panel widget widget_text"><p>Wait for a written offer before you negotiate: that is when you have the most leverage with them.</p>
+            <p>Know your value: research what people in the same role earn in your city, and name a range.</p>
+            <p>Think beyond the salary: leave, training and remote days can be negotiated as well.</p></div></div></div>
+            </div><div class="sidebar"><div class="widget"><a href="/a">Appointments</a></div></div></body>"#;
+        let got = text(html);
+        assert!(got.starts_with("Ask for the salary range"), "{got}");
+        assert!(got.ends_with("can be negotiated as well."), "{got}");
+        assert!(!got.contains("Appointments"), "{got}");
     }
 
     #[test]
