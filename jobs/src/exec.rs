@@ -174,6 +174,13 @@ pub fn run_task(
             )?;
             tokenize::encode(storage, &opts, &config.encode, &loaded)
         }
+        Kind::Train => crate::train::train(
+            storage,
+            &opts,
+            p.config
+                .get("train")
+                .unwrap_or(&toml::Value::Table(toml::map::Map::new())),
+        ),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `mill report`: one self-contained HTML file (inline SVG, no script, no network) with
 //! the funnel of documents through the steps, drop reasons per step, the language
-//! distribution, text-length histograms before and after, dedup cluster sizes and
-//! tokens per shard.
+//! distribution, text-length histograms before and after, dedup cluster sizes, tokens
+//! per shard and the loss curve of a train step.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -57,6 +57,87 @@ pub fn bar_chart(title: &str, items: &[(String, f64)], unit: &str) -> String {
             fmt_num(*value),
             esc(unit)
         );
+    }
+    s.push_str("</svg></figure>\n");
+    s
+}
+
+/// Lines of (x, y) points as inline SVG: one polyline per series, its points' values
+/// in tooltips; axes labelled with their ranges.
+pub fn line_chart(title: &str, x_label: &str, series: &[(&str, &str, Vec<(f64, f64)>)]) -> String {
+    let (w, h, left, bottom) = (640.0, 260.0, 60.0, 30.0);
+    let points = series.iter().flat_map(|(_, _, p)| p.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in points {
+        if x.is_finite() && y.is_finite() {
+            (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+        }
+    }
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<figure><figcaption>{}</figcaption><svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img" aria-label="{}">"#,
+        esc(title),
+        w + left + 20.0,
+        h + bottom + 20.0,
+        esc(title)
+    );
+    if x0 > x1 {
+        s.push_str(r#"<text x="10" y="28" class="empty">no data</text></svg></figure>"#);
+        s.push('\n');
+        return s;
+    }
+    let (xs, ys) = ((x1 - x0).max(1e-9), (y1 - y0).max(1e-9));
+    let px = |x: f64| left + (x - x0) / xs * w;
+    let py = |y: f64| 10.0 + (1.0 - (y - y0) / ys) * h;
+    let _ = write!(
+        s,
+        r##"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#999"/><line x1="{left}" y1="10" x2="{left}" y2="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="end">{}</text><text x="{}" y="{}" text-anchor="end">{}</text><text x="{left}" y="{}">{}</text><text x="{}" y="{}" text-anchor="end">{} {}</text>"##,
+        h + 10.0,
+        left + w,
+        h + 10.0,
+        h + 10.0,
+        left - 6.0,
+        14.0,
+        fmt_num((y1 * 1000.0).round() / 1000.0),
+        left - 6.0,
+        h + 10.0,
+        fmt_num((y0 * 1000.0).round() / 1000.0),
+        h + 26.0,
+        fmt_num(x0),
+        left + w,
+        h + 26.0,
+        esc(x_label),
+        fmt_num(x1),
+    );
+    for (k, (name, color, pts)) in series.iter().enumerate() {
+        let coords: Vec<String> = pts
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"><title>{}</title></polyline><text x="{}" y="{}" fill="{color}">{}</text>"#,
+            coords.join(" "),
+            esc(name),
+            left + w - 150.0,
+            24.0 + 16.0 * k as f64,
+            esc(name)
+        );
+        if pts.len() <= 60 {
+            for &(x, y) in pts.iter().filter(|(x, y)| x.is_finite() && y.is_finite()) {
+                let _ = write!(
+                    s,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{color}"><title>{}: step {}, {:.4}</title></circle>"#,
+                    px(x),
+                    py(y),
+                    esc(name),
+                    fmt_num(x),
+                    y
+                );
+            }
+        }
     }
     s.push_str("</svg></figure>\n");
     s
@@ -246,6 +327,35 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
             Some(("tokens per shard", items.collect(), " tokens"))
         },
     )?);
+    html.push_str("<h2>Training</h2>\n");
+    let mut trained = false;
+    for (spec, k) in p.steps.iter().zip(&kinds) {
+        if *k != Kind::Train {
+            continue;
+        }
+        trained = true;
+        let curve = crate::train::loss_curve(storage, &p.step_output(&spec.name)?)?;
+        let train: Vec<(f64, f64)> = curve
+            .iter()
+            .map(|c| (c.step as f64 + 1.0, c.loss))
+            .collect();
+        let val: Vec<(f64, f64)> = curve
+            .iter()
+            .filter_map(|c| Some((c.step as f64 + 1.0, c.val_loss?)))
+            .collect();
+        let mut series = vec![("training loss", "#3b7dd8", train)];
+        if !val.is_empty() {
+            series.push(("validation loss", "#d8703b", val));
+        }
+        html.push_str(&line_chart(
+            &format!("Step {}: loss by training step", spec.name),
+            "step",
+            &series,
+        ));
+    }
+    if !trained {
+        html.push_str(&bar_chart("No train step in this pipeline", &[], ""));
+    }
     html.push_str("</body></html>\n");
     Ok(html)
 }

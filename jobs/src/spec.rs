@@ -20,7 +20,7 @@
 //! A step is a chain of per-document stages fused in one pass (`stages`), or one phase
 //! of a multi-phase stage (`phase`: `dedup.signatures`, `dedup.buckets`,
 //! `dedup.clusters`, `dedup.filter`, `dedup.index`, `tokenize.train`,
-//! `tokenize.encode`). `input` names an earlier step (its output) or an address;
+//! `tokenize.encode`, `train`). `input` names an earlier step (its output) or an address;
 //! phases that need a second input name it the same way: `clusters` (dedup.filter,
 //! dedup.index), `tokenizer` (tokenize.encode), `against` (dedup.buckets).
 
@@ -95,12 +95,17 @@ pub enum Kind {
     DedupIndex,
     TokenizeTrain,
     TokenizeEncode,
+    /// The bundled trainer on a tokens step's shards (`phase = "train"`).
+    Train,
 }
 
 impl Kind {
     /// Whether the step runs once, whatever the task count (task 0 does it).
     pub fn single_task(self) -> bool {
-        matches!(self, Kind::DedupClusters | Kind::TokenizeTrain)
+        matches!(
+            self,
+            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train
+        )
     }
 
     /// Whether the step writes documents (its output is the next step's input).
@@ -141,6 +146,7 @@ impl StepSpec {
                 "dedup.index" => Kind::DedupIndex,
                 "tokenize.train" => Kind::TokenizeTrain,
                 "tokenize.encode" => Kind::TokenizeEncode,
+                "train" => Kind::Train,
                 other => return bad(format!("unknown phase {other:?}")),
             }),
         }

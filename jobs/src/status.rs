@@ -57,7 +57,7 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
         let output = p.step_output(&spec.name)?;
         let (done, stats) = crate::exec::marker_stats(storage, &output)?;
         let total = match kind {
-            Kind::DedupClusters | Kind::TokenizeTrain => Some(1),
+            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train => Some(1),
             Kind::DedupBuckets | Kind::DedupIndex => None,
             Kind::Chain | Kind::DedupSignatures | Kind::DedupFilter | Kind::TokenizeEncode => {
                 Some(count_inputs(storage, &p, i)?)

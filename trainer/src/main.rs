@@ -72,10 +72,20 @@ struct TrainArgs {
     /// last checkpoint (0: no watchdog).
     #[arg(long, default_value_t = 1800)]
     stall_timeout: u64,
+    /// libtorch's CPU threads (default: the run file's `threads`; 0 there means one
+    /// per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Exit (status 4) when standard input closes: `mill` passes one end of a pipe, so
+    /// that a killed `mill` does not leave a trainer running.
+    #[arg(long)]
+    stop_with_parent: bool,
 }
 
 /// Exit status of a run stopped by the stall watchdog.
 const STALLED: i32 = 3;
+/// Exit status of a run stopped because its parent went away (`--stop-with-parent`).
+const ORPHANED: i32 = 4;
 
 fn device(name: &str, world: &World) -> anyhow::Result<tch::Device> {
     Ok(match name {
@@ -107,11 +117,24 @@ fn group(world: &World, device: tch::Device) -> anyhow::Result<Option<Box<dyn Gr
 }
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {
+    if args.stop_with_parent {
+        std::thread::Builder::new()
+            .name("tokenmill-parent".into())
+            .spawn(|| {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                tracing::error!("standard input closed: the parent is gone, stopping");
+                std::process::exit(ORPHANED);
+            })?;
+    }
     let storage = Storage::new();
     let (Some(shards), Some(ckpt)) = (args.shards, args.checkpoints) else {
         anyhow::bail!("--shards and --checkpoints are required");
     };
     let run: RunConfig = load_toml(&storage, args.config.as_deref())?;
+    let threads = args.threads.unwrap_or(run.threads);
+    if threads > 0 {
+        tch::set_num_threads(threads as i32);
+    }
     let world = World::from_env()?;
     let device = device(&args.device, &world)?;
     let corpus = Arc::new(Corpus::open(

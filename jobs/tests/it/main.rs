@@ -126,9 +126,26 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
         "deduped",
         "tokenizer",
         "tokens",
+        "model",
     ] {
         assert!(stdout.contains(step), "summary lacks {step}:\n{stdout}");
     }
+    // The tiny model trained on the fixture shards: its loss falls by at least 30%.
+    let storage = pipeline::Storage::new();
+    let curve = jobs::train::loss_curve(&storage, &pipeline::Location::Local(run.join("model")))
+        .expect("loss curve");
+    assert_eq!(curve.len(), 60, "a record per training step");
+    let mean = |c: &[jobs::train::Point]| c.iter().map(|p| p.loss).sum::<f64>() / c.len() as f64;
+    let (start, end) = (mean(&curve[..5]), mean(&curve[55..]));
+    assert!(
+        end < 0.7 * start,
+        "fixture training: loss {start:.3} -> {end:.3}"
+    );
+    assert!(
+        curve.iter().any(|p| p.val_loss.is_some()),
+        "validation loss recorded"
+    );
+    eprintln!("tiny model on the fixture shards: loss {start:.3} -> {end:.3} in 60 steps");
     assert!(stdout.contains("token shards:"), "{stdout}");
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("tokens/manifest.json")).expect("manifest"))
@@ -142,7 +159,7 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     let first = summary_inputs(&stdout);
     let again = ok(mill(&["run", &f]).output().expect("rerun"), "rerun");
     let rerun = summary_inputs(&again);
-    assert_eq!(rerun.len(), 7, "a row per step:\n{again}");
+    assert_eq!(rerun.len(), 8, "a row per step:\n{again}");
     for (step, &(processed, skipped)) in &rerun {
         let (before, _) = first[step];
         assert_eq!(
@@ -160,7 +177,7 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     );
     assert!(status.contains("complete"), "{status}");
     assert!(!status.contains("running"), "{status}");
-    for step in ["text", "deduped", "tokens"] {
+    for step in ["text", "deduped", "tokens", "model"] {
         let line = status
             .lines()
             .find(|l| l.starts_with(step))
@@ -228,7 +245,15 @@ fn render_in_chromium(report: &Path) {
     assert!(out.status.success(), "chromium failed: {log}");
     assert!(!log.contains("Uncaught"), "script errors: {log}");
     let svgs = dom.matches("<svg").count();
-    assert!(svgs >= 6, "{svgs} charts in the rendered page");
+    assert!(svgs >= 7, "{svgs} charts in the rendered page");
+    // The loss curve drew a line through the training steps.
+    let at = dom.find("loss by training step").expect("loss chart");
+    let svg = &dom[at..];
+    let svg = &svg[..svg.find("</svg>").expect("svg end")];
+    let line = svg.find("<polyline").expect("a loss line");
+    let points = svg[line..].split("points=\"").nth(1).expect("points");
+    let points = &points[..points.find('"').expect("end of points")];
+    assert_eq!(points.split_whitespace().count(), 60, "a point per step");
     // The charts that have data drew bars with a width.
     for chart in [
         "Funnel",

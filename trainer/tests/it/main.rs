@@ -482,7 +482,11 @@ fn mill_train_trains_checkpoints_and_resumes() {
     // Validation loss every third step, on the held-out documents.
     let val: Vec<bool> = first.iter().map(|m| m["val_loss"].is_f64()).collect();
     assert_eq!(val, vec![false, false, true, false, false, true]);
-    assert!(first[2]["val_loss"].as_f64().is_some_and(|v| v > 0.0 && v.is_finite()));
+    assert!(
+        first[2]["val_loss"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0 && v.is_finite())
+    );
     let resumed = run(9, true);
     let steps: Vec<u64> = resumed
         .iter()

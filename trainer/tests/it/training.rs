@@ -22,7 +22,7 @@ fn run_toml(dir: &Path, name: &str, steps: u64, micro: usize, extra: &str) -> Pa
     std::fs::write(
         &path,
         format!(
-            "preset = \"tiny\"\ncheckpoint_every = 100\nkeep = 2\nlog_every = 1\neval_every = 0\n\
+            "preset = \"tiny\"\ncheckpoint_every = 100\nkeep = 2\nlog_every = 1\neval_every = 0\nthreads = 1\n\
              {model}\n[data]\nseq_len = 16\nvalidation_share = 0.0\n\
              [train]\nsteps = {steps}\nmicro_batch = {micro}\n\
              [train.schedule]\nlr = 0.003\nmin_lr = 0.0003\nwarmup_steps = 20\ntotal_steps = {steps}\n"
@@ -98,7 +98,11 @@ fn two_thousand_steps_killed_and_resumed_end_bit_identical() {
     let lines = succeed(resume);
     let first: serde_json::Value =
         serde_json::from_str(lines.lines().next().expect("a line")).expect("json");
-    assert_eq!(first["step"].as_u64(), Some(killed_at), "resumed at the checkpoint");
+    assert_eq!(
+        first["step"].as_u64(),
+        Some(killed_at),
+        "resumed at the checkpoint"
+    );
     let (wa, wb) = (final_weights(&a), final_weights(&b));
     assert_eq!(wa.len(), wb.len());
     for ((na, ta), (nb, tb)) in wa.iter().zip(&wb) {
@@ -169,7 +173,10 @@ fn two_ranks_match_one_rank_at_twice_the_micro_batch() {
         );
     }
     // Rank 0 reports and checkpoints; rank 1 only trains.
-    assert_eq!(String::from_utf8_lossy(&outputs[0].stdout).lines().count(), steps as usize);
+    assert_eq!(
+        String::from_utf8_lossy(&outputs[0].stdout).lines().count(),
+        steps as usize
+    );
     assert_eq!(outputs[1].stdout.len(), 0);
     let (w1, w2) = (final_weights(&one), final_weights(&two));
     let mut worst = 0f64;
@@ -187,7 +194,13 @@ fn two_ranks_match_one_rank_at_twice_the_micro_batch() {
             .expect("metrics")
     };
     for (a, b) in curve(&one).iter().zip(curve(&two).iter()) {
-        assert!((a.loss - b.loss).abs() < 1e-4, "step {}: {} vs {}", a.step, a.loss, b.loss);
+        assert!(
+            (a.loss - b.loss).abs() < 1e-4,
+            "step {}: {} vs {}",
+            a.step,
+            a.loss,
+            b.loss
+        );
         assert_eq!(a.tokens, b.tokens);
     }
 }
@@ -291,7 +304,10 @@ fn exported_checkpoints_give_transformers_our_logits() {
     // Tied embeddings with grouped-query attention, and an untied output projection.
     for (name, model) in [
         ("tied", "[model]\nlayers = 2\n"),
-        ("untied", "[model]\nlayers = 2\nkv_heads = 4\ntie_embeddings = false\n"),
+        (
+            "untied",
+            "[model]\nlayers = 2\nkv_heads = 4\ntie_embeddings = false\n",
+        ),
     ] {
         let ckpt = work.path().join(format!("ckpt-{name}"));
         succeed(mill_train(
@@ -304,7 +320,8 @@ fn exported_checkpoints_give_transformers_our_logits() {
         export.arg("export").arg(&ckpt).arg(&out);
         succeed(export);
         // Our logits on a fixed input, from the same checkpoint.
-        let at = trainer::export::resolve(&storage, &Location::Local(ckpt.clone())).expect("latest");
+        let at =
+            trainer::export::resolve(&storage, &Location::Local(ckpt.clone())).expect("latest");
         let loaded = trainer::checkpoint::load(&storage, &at).expect("load");
         let (_vs, net) =
             trainer::export::model(&loaded, &at.to_string(), tch::Device::Cpu).expect("model");
@@ -330,6 +347,9 @@ fn exported_checkpoints_give_transformers_our_logits() {
         assert_eq!(v["tokenizer_ids"], serde_json::json!([1, 2, 3]));
         assert_eq!(v["eos_token_id"], serde_json::json!(0));
         assert_eq!(v["tied"].as_bool(), Some(name == "tied"));
-        eprintln!("{name}: transformers' logits within {} of ours", v["max_abs_diff"]);
+        eprintln!(
+            "{name}: transformers' logits within {} of ours",
+            v["max_abs_diff"]
+        );
     }
 }
