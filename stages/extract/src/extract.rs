@@ -8,7 +8,8 @@
 //!    menu is not; a hidden `<pre>` is a raw copy of the page and goes) or most of
 //!    the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`), ARIA
 //!    role or class/id words (see [`crate::classes`]) name a
-//!    boilerplate group; per-post chrome of threads (user cards, signatures, votes).
+//!    boilerplate group (a `<form>` is in the widgets group); per-post chrome of
+//!    threads (user cards, signatures, votes).
 //! 2. Guards: shares are measured in the text outside links that the next more lenient
 //!    pass keeps, so menus do not dilute them. A class-marked element holding more than
 //!    `wrapper_share` of that text is a wrapper and stays; so does a class group whose
@@ -952,6 +953,20 @@ git commit -am "first"</code></pre></article></body>"#;
         assert!(got.starts_with("Ask for the salary range"), "{got}");
         assert!(got.ends_with("can be negotiated as well."), "{got}");
         assert!(!got.contains("Appointments"), "{got}");
+    }
+
+    #[test]
+    fn forms_go_unless_they_hold_the_page() {
+        let html = r#"<body><article><p>Our drivers collect the parcel from your door the next working day, anywhere in the country.</p>
+            <form method="post"><label>Your email</label><input name="e"><p>This field is for validation purposes and should be left unchanged.</p></form></article></body>"#;
+        assert_eq!(
+            text(html),
+            "Our drivers collect the parcel from your door the next working day, anywhere in the country."
+        );
+        // A page wrapped whole in a form keeps its text.
+        let html = r#"<body><form id="aspnetForm"><div><p>Opening hours of the town library, from Monday to Saturday.</p>
+            <p>The reading room closes half an hour before the library itself does.</p></div></form></body>"#;
+        assert!(text(html).contains("The reading room closes"));
     }
 
     #[test]

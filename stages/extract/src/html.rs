@@ -298,6 +298,11 @@ impl Builder<'_> {
             b"noscript" => Group::Noscript,
             _ => Group::None,
         };
+        // A form (a contact form's labels and notes, a search box) is a widget: gone
+        // unless forms hold most of the page (ASP.NET pages live in one).
+        if lower == b"form" && group == Group::None {
+            group = Group::Widgets;
+        }
         if tag_group != Group::None {
             group = tag_group;
             flags |= SEMANTIC;
