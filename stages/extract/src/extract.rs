@@ -8,8 +8,8 @@
 //!    menu is not; a hidden `<pre>` is a raw copy of the page and goes) or most of
 //!    the page's text; elements whose tag (`nav`, `header`, `footer`, `aside`), ARIA
 //!    role or class/id words (see [`crate::classes`]) name a
-//!    boilerplate group (a `<form>` is in the widgets group); per-post chrome of
-//!    threads (user cards, signatures, votes).
+//!    boilerplate group (a `<form>` and a `<figcaption>` are in the widgets group);
+//!    per-post chrome of threads (user cards, signatures, votes).
 //! 2. Guards: shares are measured in the text outside links that the next more lenient
 //!    pass keeps, so menus do not dilute them. A class-marked element holding more than
 //!    `wrapper_share` of that text is a wrapper and stays; so does a class group whose
@@ -967,6 +967,17 @@ git commit -am "first"</code></pre></article></body>"#;
         let html = r#"<body><form id="aspnetForm"><div><p>Opening hours of the town library, from Monday to Saturday.</p>
             <p>The reading room closes half an hour before the library itself does.</p></div></form></body>"#;
         assert!(text(html).contains("The reading room closes"));
+    }
+
+    #[test]
+    fn figure_captions_go() {
+        let html = r#"<body><article><p>The lighthouse was built in 1874 from granite quarried on the island itself.</p>
+            <figure><img src="l.jpg" alt=""><figcaption>The lighthouse at dusk. Photo: harbour archive</figcaption></figure>
+            <p>Its lamp was electrified in 1952, and the last keeper left in 1987.</p></article></body>"#;
+        assert_eq!(
+            text(html),
+            "The lighthouse was built in 1874 from granite quarried on the island itself.\nIts lamp was electrified in 1952, and the last keeper left in 1987."
+        );
     }
 
     #[test]

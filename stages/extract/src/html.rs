@@ -298,9 +298,10 @@ impl Builder<'_> {
             b"noscript" => Group::Noscript,
             _ => Group::None,
         };
-        // A form (a contact form's labels and notes, a search box) is a widget: gone
-        // unless forms hold most of the page (ASP.NET pages live in one).
-        if lower == b"form" && group == Group::None {
+        // A form (a contact form's labels and notes, a search box) and a figure's
+        // caption (credits, alt text for a photo) are widgets: gone unless they hold
+        // most of the page (ASP.NET pages live in one form).
+        if matches!(lower, b"form" | b"figcaption") && group == Group::None {
             group = Group::Widgets;
         }
         if tag_group != Group::None {
