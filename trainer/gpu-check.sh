@@ -29,8 +29,8 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 echo "== build (cuda feature)"
-cargo build --release --locked -p trainer --features cuda --bin mill-train --example synthetic_shards
-[ -s "$out/shards/manifest.json" ] || target/release/examples/synthetic_shards "$out/shards" 50000000 256000 4
+cargo build --release --locked -p trainer --features cuda --bin mill-train --example loader_bench
+[ -s "$out/shards/manifest.json" ] || target/release/examples/loader_bench write "$out/shards" 50000000
 
 # Peak GPU memory of a command: nvidia-smi sampled every 200 ms beside it.
 peak_mem() {

@@ -62,11 +62,19 @@ pub fn bar_chart(title: &str, items: &[(String, f64)], unit: &str) -> String {
     s
 }
 
+/// One line of a [`line_chart`]: its name, its colour, its (x, y) points.
+#[derive(Debug, Clone)]
+pub struct Series<'a> {
+    pub name: &'a str,
+    pub color: &'a str,
+    pub points: Vec<(f64, f64)>,
+}
+
 /// Lines of (x, y) points as inline SVG: one polyline per series, its points' values
 /// in tooltips; axes labelled with their ranges.
-pub fn line_chart(title: &str, x_label: &str, series: &[(&str, &str, Vec<(f64, f64)>)]) -> String {
+pub fn line_chart(title: &str, x_label: &str, series: &[Series<'_>]) -> String {
     let (w, h, left, bottom) = (640.0, 260.0, 60.0, 30.0);
-    let points = series.iter().flat_map(|(_, _, p)| p.iter());
+    let points = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in points {
         if x.is_finite() && y.is_finite() {
@@ -110,7 +118,15 @@ pub fn line_chart(title: &str, x_label: &str, series: &[(&str, &str, Vec<(f64, f
         esc(x_label),
         fmt_num(x1),
     );
-    for (k, (name, color, pts)) in series.iter().enumerate() {
+    for (
+        k,
+        Series {
+            name,
+            color,
+            points: pts,
+        },
+    ) in series.iter().enumerate()
+    {
         let coords: Vec<String> = pts
             .iter()
             .filter(|(x, y)| x.is_finite() && y.is_finite())
@@ -343,9 +359,17 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
             .iter()
             .filter_map(|c| Some((c.step as f64 + 1.0, c.val_loss?)))
             .collect();
-        let mut series = vec![("training loss", "#3b7dd8", train)];
+        let mut series = vec![Series {
+            name: "training loss",
+            color: "#3b7dd8",
+            points: train,
+        }];
         if !val.is_empty() {
-            series.push(("validation loss", "#d8703b", val));
+            series.push(Series {
+                name: "validation loss",
+                color: "#d8703b",
+                points: val,
+            });
         }
         html.push_str(&line_chart(
             &format!("Step {}: loss by training step", spec.name),

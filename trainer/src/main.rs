@@ -137,42 +137,9 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     }
     let world = World::from_env()?;
     let device = device(&args.device, &world)?;
-    let corpus = Arc::new(Corpus::open(
-        &storage,
-        &Location::parse(&shards)?,
-        &run.data,
-    )?);
-    let model = run.model(corpus.manifest().vocab_size)?;
-    corpus.check_model(model.vocab_size, None)?;
+    // From here on, a hang (an object store that stops answering, a step that never
+    // ends) is a stall.
     let ckpt_dir = Location::parse(&ckpt)?;
-    let checkpoints = trainer::Checkpoints {
-        storage: storage.clone(),
-        dir: ckpt_dir.clone(),
-        every: run.checkpoint_every,
-        keep: run.keep,
-        resume: args.resume,
-    };
-    let peak = args.peak_tflops.map(|t| t * 1e12).or_else(|| {
-        let name = device
-            .is_cuda()
-            .then(|| gpu_name(world.local_rank))
-            .flatten()?;
-        peak_of(&name)
-    });
-    let options = trainer::Options {
-        device,
-        group: group(&world, device)?,
-        eval_every: run.eval_every,
-        eval_batches: run.eval_batches,
-        peak_flops: peak,
-    };
-    tracing::info!(
-        rank = world.rank,
-        world = world.size,
-        device = ?device,
-        parameters = model.parameters(),
-        "training starts"
-    );
     let done = Arc::new(AtomicU64::new(0));
     let watchdog = (args.stall_timeout > 0).then(|| {
         let (done, storage, dir, rank) =
@@ -201,6 +168,41 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             std::process::exit(STALLED);
         })
     });
+    let corpus = Arc::new(Corpus::open(
+        &storage,
+        &Location::parse(&shards)?,
+        &run.data,
+    )?);
+    let model = run.model(corpus.manifest().vocab_size)?;
+    corpus.check_model(model.vocab_size, None)?;
+    let checkpoints = trainer::Checkpoints {
+        storage: storage.clone(),
+        dir: ckpt_dir.clone(),
+        every: run.checkpoint_every,
+        keep: run.keep,
+        resume: args.resume,
+    };
+    let peak = args.peak_tflops.map(|t| t * 1e12).or_else(|| {
+        let name = device
+            .is_cuda()
+            .then(|| gpu_name(world.local_rank))
+            .flatten()?;
+        peak_of(&name)
+    });
+    let options = trainer::Options {
+        device,
+        group: group(&world, device)?,
+        eval_every: run.eval_every,
+        eval_batches: run.eval_batches,
+        peak_flops: peak,
+    };
+    tracing::info!(
+        rank = world.rank,
+        world = world.size,
+        device = ?device,
+        parameters = model.parameters(),
+        "training starts"
+    );
     let bar = (world.rank == 0).then(|| {
         let bar = indicatif::ProgressBar::new(run.train.steps);
         bar.set_style(

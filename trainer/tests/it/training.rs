@@ -353,3 +353,40 @@ fn exported_checkpoints_give_transformers_our_logits() {
         );
     }
 }
+
+#[test]
+fn a_stalled_run_writes_a_note_and_exits_for_a_retry() {
+    let work = tempfile::tempdir().expect("tmp");
+    // Shards whose manifest is a pipe nobody writes: reading it never ends, as with an
+    // object store that stops answering.
+    let shards = work.path().join("shards");
+    std::fs::create_dir_all(&shards).expect("dir");
+    let made = Command::new("mkfifo")
+        .arg(shards.join("manifest.json"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let ckpt = work.path().join("ckpt");
+    let started = Instant::now();
+    let out = mill_train(&shards, &ckpt, &run_toml(work.path(), "stall", 10, 2, ""))
+        .args(["--stall-timeout", "1"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stalled"));
+    let notes: Vec<_> = std::fs::read_dir(ckpt.join("stalls"))
+        .expect("a stalls folder")
+        .filter_map(|e| e.ok())
+        .collect();
+    assert_eq!(notes.len(), 1);
+    let note: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(notes[0].path()).expect("note")).expect("json");
+    assert_eq!(note["rank"], 0);
+    assert_eq!(note["steps_done_this_run"], 0);
+}
