@@ -55,12 +55,7 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-fn write(
-    storage: &Storage,
-    prefix: &Location,
-    tokens: u64,
-    shard_mib: u64,
-) -> anyhow::Result<()> {
+fn write(storage: &Storage, prefix: &Location, tokens: u64, shard_mib: u64) -> anyhow::Result<()> {
     let mut rng = fastrand::Rng::with_seed(1);
     let (mut shards, mut written, mut documents) = (Vec::new(), 0u64, 0u64);
     while written < tokens {
