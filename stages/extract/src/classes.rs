@@ -133,32 +133,30 @@ const CHROME_PARTS: &[&str] = &[
     "likesbar",
 ];
 
-/// Words that mark main content (also matched with their `-` taken out of both the
-/// word and the value: `article__content`, `postContent`).
+/// Words that mark main content, written without the `-` and `_` that join their parts:
+/// they are looked for in the value with those taken out, so `article-content`,
+/// `article__content` and `articleContent` all match `articlecontent`.
 const CONTENT_WORDS: &[&str] = &[
     "articlebody",
-    "article-body",
-    "article-content",
-    "article-text",
-    "entry-content",
-    "post-content",
-    "post-body",
-    "post-text",
+    "articlecontent",
+    "articletext",
+    "entrycontent",
+    "postcontent",
     "postbody",
-    "main-content",
+    "posttext",
     "maincontent",
-    "page-content",
-    "story-body",
-    "story-content",
-    "body-text",
-    "mw-parser-output",
-    "markdown-body",
-    "content-body",
-    "text-content",
-    "blog-content",
-    "single-content",
-    "entry-body",
-    "post-entry",
+    "pagecontent",
+    "storybody",
+    "storycontent",
+    "bodytext",
+    "mwparseroutput",
+    "markdownbody",
+    "contentbody",
+    "textcontent",
+    "blogcontent",
+    "singlecontent",
+    "entrybody",
+    "postentry",
 ];
 
 /// Class words that hide an element.
@@ -220,9 +218,7 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
         flags |= HIDDEN;
     }
     let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
-    if CONTENT_WORDS
-        .iter()
-        .any(|w| lower.contains(w) || w.contains('-') && compact.contains(&w.replace('-', "")))
+    if CONTENT_WORDS.iter().any(|w| compact.contains(w))
         || matches!(
             lower.trim(),
             "content" | "post" | "entry" | "article" | "story" | "main" | "text"

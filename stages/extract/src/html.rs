@@ -162,6 +162,8 @@ struct Builder<'a> {
     stack: Vec<u32>,
     /// Open `<a>` elements (text inside counts as link text).
     links: u32,
+    /// Per node: whether it is inside (or is) a `<pre>` or `<code>`.
+    code: Vec<bool>,
     src: &'a str,
     seen_html: bool,
     head_open: bool,
@@ -277,13 +279,15 @@ impl Builder<'_> {
             }
             return;
         }
+        let parent_id = self.stack.last().copied();
+        let in_code = parent_id.is_some_and(|p| self.code[p as usize]);
         let mut marks = Marks::default();
         // Inside code, class names are a highlighter's token kinds (`hljs-comment`,
         // `token tag`), not page parts.
         let class_rules = !matches!(
             lower,
             b"html" | b"body" | b"a" | b"b" | b"i" | b"em" | b"strong" | b"code" | b"small"
-        ) && !self.inside(&[PRE, CODE]);
+        ) && !in_code;
         parse_attrs(attrs, class_rules, &mut marks);
         let mut flags = marks.flags;
         let mut group = marks.group;
@@ -330,6 +334,8 @@ impl Builder<'_> {
             own_text: 0,
             own_link: 0,
         });
+        self.code
+            .push(in_code || name_hash == PRE || name_hash == CODE);
         self.page.events.push(Event::Open(id));
         self.stack.push(id);
         if kind == Kind::Link {
@@ -514,6 +520,7 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
         page: Page::default(),
         stack: Vec::new(),
         links: 0,
+        code: Vec::new(),
         src,
         seen_html: false,
         head_open: false,
