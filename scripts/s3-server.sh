@@ -3,7 +3,7 @@
 # test server on a free loopback port, exports the variables the tests read, and stops
 # the server when the calling script exits.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if ! python3 -c 'import importlib.metadata as m; assert m.version("moto") == "5.1.22" and m.version("fasttext-predict") == "0.9.2.4" and m.version("datatrove") == "0.10.1" and m.version("transformers") == "5.24.0" and m.version("tokenizers") == "0.23.3"' 2>/dev/null; then
+if ! python3 -c 'import importlib.metadata as m; assert m.version("moto") == "5.1.22" and m.version("fasttext-predict") == "0.9.2.4" and m.version("datatrove") == "0.10.1" and m.version("transformers") == "5.24.0" and m.version("tokenizers") == "0.23.3" and m.version("kubernetes-validate") == "1.37.0"' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check -r "$here/requirements-test.txt"
 fi
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

@@ -8,6 +8,7 @@ pub mod report;
 pub mod spec;
 pub mod stages;
 pub mod status;
+pub mod submit;
 pub mod train;
 
 pub use exec::{Flags, StepSummary, run, run_task, summary_table};

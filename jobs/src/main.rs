@@ -57,6 +57,33 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Submit every step of a pipeline to a batch engine as one array job, each
+    /// depending on the one before (Slurm through sbatch, AWS Batch through the aws
+    /// command line, Kubernetes through kubectl).
+    Submit {
+        pipeline: String,
+        #[arg(long, value_enum)]
+        engine: jobs::submit::Engine,
+        /// Print what would be submitted (sbatch scripts, SubmitJob requests as JSON,
+        /// Job manifests as YAML); submit nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also write them as files in this folder (one per step).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Wait until every task of a step has finished (Kubernetes init containers order
+    /// the steps with it); exits non-zero after the timeout.
+    Wait {
+        pipeline: String,
+        step: String,
+        /// Tasks the step runs as (default: the pipeline's).
+        #[arg(long)]
+        tasks: Option<usize>,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 7 * 24 * 3600)]
+        timeout: u64,
+    },
     /// Where a run stands, per step, from its markers (disk or S3).
     Status {
         /// The run's address (the pipeline's `output`).
@@ -125,7 +152,58 @@ fn main() -> anyhow::Result<()> {
                 progress: true,
             };
             let r = jobs::run_task(&storage, &p, i, task, n, &flags)?;
+            jobs::submit::write_task_note(&storage, &p.step_output(&step)?, task, n)?;
             println!("{}", pipeline::cli::summary(&step, &r));
+        }
+        Command::Submit {
+            pipeline,
+            engine,
+            dry_run,
+            out,
+        } => {
+            let p = Pipeline::load(&storage, &pipeline)?;
+            let done = jobs::submit::submit(&storage, &p, engine, !dry_run)?;
+            if let Some(dir) = &out {
+                std::fs::create_dir_all(dir)?;
+                for s in &done {
+                    std::fs::write(dir.join(&s.file), &s.text)?;
+                }
+            }
+            if dry_run {
+                for s in &done {
+                    println!("# ---- step {}: {}", s.step, s.file);
+                    print!("{}", s.text);
+                }
+            } else {
+                let ids: Vec<String> = done.iter().filter_map(|s| s.job_id.clone()).collect();
+                for s in &done {
+                    println!("{}\t{}", s.step, s.job_id.as_deref().unwrap_or("-"));
+                }
+                println!("{}", jobs::submit::watch_hint(engine, &p, &ids));
+            }
+        }
+        Command::Wait {
+            pipeline,
+            step,
+            tasks,
+            timeout,
+        } => {
+            let p = Pipeline::load(&storage, &pipeline)?;
+            let (i, spec) = p.step(&step)?;
+            let n = if spec.kind()?.single_task() {
+                1
+            } else {
+                p.tasks_of(i, tasks)
+            };
+            jobs::submit::wait(
+                &storage,
+                &p,
+                &step,
+                n,
+                std::time::Duration::from_secs(timeout),
+                std::time::Duration::from_secs(5),
+            )?;
+            println!("step {step}: {n} of {n} tasks finished");
         }
         Command::Status { run } => {
             let run = Location::parse(&run)?;

@@ -51,6 +51,10 @@ pub struct Pipeline {
     /// The steps, in order.
     #[serde(rename = "step")]
     pub steps: Vec<StepSpec>,
+    /// How `mill submit` runs the steps on a batch engine (`[submit]`,
+    /// `[submit.slurm]`, `[submit.aws-batch]`, `[submit.k8s]`).
+    #[serde(default)]
+    pub submit: crate::submit::SubmitConfig,
 }
 
 fn one() -> usize {
@@ -79,6 +83,11 @@ pub struct StepSpec {
     pub against: Option<String>,
     /// Tasks for this step (default: the pipeline's).
     pub tasks: Option<usize>,
+    /// CPUs per task on a batch engine (default: `[submit] cpus`).
+    pub cpus: Option<u32>,
+    /// Memory per task on a batch engine, MiB (default: `[submit] memory_mib`): the
+    /// clusters phase needs memory more than cores.
+    pub memory_mib: Option<u64>,
     /// Keep dropped documents under `_rejected/` (per-document steps).
     #[serde(default)]
     pub keep_rejected: bool,

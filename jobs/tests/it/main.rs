@@ -2,6 +2,8 @@
 //! `mill step` as a fleet would call it, status and report (rendered in headless
 //! Chromium), and the whole run on the loopback S3 server.
 
+mod submit;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -404,6 +406,24 @@ fn steps_as_fleet_tasks_give_the_same_shards() {
         }
     }
     assert_eq!(outputs(&fleet), outputs(&one));
+    // Every task wrote its completion note: `mill wait` (how Kubernetes pods order the
+    // steps) returns for a finished step and times out on one that never ran.
+    let waited = ok(
+        mill(&["wait", &f2, "tokens", "--tasks", "3", "--timeout", "1"])
+            .output()
+            .expect("wait"),
+        "mill wait",
+    );
+    assert!(waited.contains("3 of 3 tasks finished"), "{waited}");
+    let never = mill(&["wait", &f2, "model", "--timeout", "1"])
+        .output()
+        .expect("wait");
+    assert!(!never.status.success());
+    assert!(
+        String::from_utf8_lossy(&never.stderr).contains("0 of 1 tasks finished"),
+        "{}",
+        String::from_utf8_lossy(&never.stderr)
+    );
 }
 
 #[test]
