@@ -88,6 +88,13 @@ enum Command {
     Status {
         /// The run's address (the pipeline's `output`).
         run: String,
+        /// Exit with status 3, listing them, when an input started has shown no
+        /// heartbeat for this many minutes (its task died or hangs): for cron or a monitor.
+        #[arg(long)]
+        stalled: Option<u64>,
+        /// The status as JSON, for machines.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a self-contained HTML report of a run.
     Report {
@@ -205,10 +212,37 @@ fn main() -> anyhow::Result<()> {
             )?;
             println!("step {step}: {n} of {n} tasks finished");
         }
-        Command::Status { run } => {
+        Command::Status { run, stalled, json } => {
             let run = Location::parse(&run)?;
             let (_, steps) = jobs::status::status(&storage, &run)?;
-            print!("{}", jobs::status::render(&run, &steps));
+            let after = stalled.map_or(jobs::status::STALLED_AFTER_SECS, |m| m * 60);
+            let silent = jobs::status::stalled(&steps, after);
+            if json {
+                let stalled: Vec<serde_json::Value> = silent
+                    .iter()
+                    .map(|(step, r)| serde_json::json!({"step": step, "input": r}))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "run": run.to_string(),
+                        "steps": steps,
+                        "stalled_after_secs": after,
+                        "stalled": stalled,
+                    })
+                );
+            } else {
+                print!("{}", jobs::status::render(&run, &steps, after));
+            }
+            if stalled.is_some() && !silent.is_empty() {
+                for (step, r) in &silent {
+                    eprintln!(
+                        "stalled: step {step}, input {} on {}: no heartbeat for {} s",
+                        r.stem, r.host, r.seen_secs_ago
+                    );
+                }
+                std::process::exit(3);
+            }
         }
         Command::Report { run, output } => {
             let html = jobs::report::report(&storage, &Location::parse(&run)?)?;

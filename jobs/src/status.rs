@@ -8,11 +8,22 @@ use pipeline::{DocumentSource, Location, Result, Source, Stats, Storage};
 use crate::exec::PIPELINE_COPY;
 use crate::spec::{Kind, Pipeline};
 
-/// A start note older than this without a marker counts as stalled.
-pub const STALLED_AFTER_SECS: u64 = 3600;
+/// An input started without a marker whose note shows no heartbeat for this long
+/// counts as stalled (its task died, or hangs): ten heartbeats.
+pub const STALLED_AFTER_SECS: u64 = 600;
+
+/// An input started and not finished.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Running {
+    pub stem: String,
+    /// Seconds since it started, and since its last heartbeat.
+    pub started_secs_ago: u64,
+    pub seen_secs_ago: u64,
+    pub host: String,
+}
 
 /// Where one step stands.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StepStatus {
     pub name: String,
     pub kind: String,
@@ -22,8 +33,8 @@ pub struct StepStatus {
     pub total: Option<usize>,
     /// Counters summed over the markers.
     pub stats: Stats,
-    /// Started without a marker: (stem, seconds since the start, host).
-    pub running: Vec<(String, u64, String)>,
+    /// Started without a marker.
+    pub running: Vec<Running>,
 }
 
 impl StepStatus {
@@ -66,7 +77,12 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
         let running = list_started(storage, &output)?
             .into_iter()
             .filter(|(stem, _)| !done.contains(stem))
-            .map(|(stem, note)| (stem, now.saturating_sub(note.started), note.host))
+            .map(|(stem, note)| Running {
+                stem,
+                started_secs_ago: now.saturating_sub(note.started),
+                seen_secs_ago: now.saturating_sub(note.last_seen()),
+                host: note.host,
+            })
             .collect();
         out.push(StepStatus {
             name: spec.name.clone(),
@@ -116,8 +132,21 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
         .count())
 }
 
-/// The status as a text table.
-pub fn render(run: &Location, steps: &[StepStatus]) -> String {
+/// Inputs of every step whose last heartbeat is older than `secs`: (step, input).
+pub fn stalled<'a>(steps: &'a [StepStatus], secs: u64) -> Vec<(&'a str, &'a Running)> {
+    steps
+        .iter()
+        .flat_map(|s| {
+            s.running
+                .iter()
+                .filter(move |r| r.seen_secs_ago > secs)
+                .map(move |r| (s.name.as_str(), r))
+        })
+        .collect()
+}
+
+/// The status as a text table; inputs silent for `stalled_after` seconds are stalled.
+pub fn render(run: &Location, steps: &[StepStatus], stalled_after: u64) -> String {
     let mut s = format!("run {run}\n");
     s.push_str(&format!(
         "{:<14} {:<34} {:>11} {:>10} {:>10} {:>12}  state\n",
@@ -129,7 +158,7 @@ pub fn render(run: &Location, steps: &[StepStatus]) -> String {
             let stalled = st
                 .running
                 .iter()
-                .filter(|r| r.1 > STALLED_AFTER_SECS)
+                .filter(|r| r.seen_secs_ago > stalled_after)
                 .count();
             if stalled > 0 {
                 format!(
@@ -160,15 +189,15 @@ pub fn render(run: &Location, steps: &[StepStatus]) -> String {
         for (reason, n) in &st.stats.drops {
             s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
         }
-        for (stem, age, host) in &st.running {
-            let what = if *age > STALLED_AFTER_SECS {
+        for r in &st.running {
+            let what = if r.seen_secs_ago > stalled_after {
                 "stalled or failed"
             } else {
                 "running"
             };
             s.push_str(&format!(
-                "{:<14}   {what}: {stem} (started {age} s ago on {host})\n",
-                ""
+                "{:<14}   {what}: {} (started {} s ago on {}, last heartbeat {} s ago)\n",
+                "", r.stem, r.started_secs_ago, r.host, r.seen_secs_ago
             ));
         }
     }

@@ -187,6 +187,45 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
         assert!(line.ends_with("complete"), "{line}");
     }
 
+    // Alarms: a task that died 20 minutes ago left a start note whose heartbeat stopped.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    std::fs::create_dir_all(run.join("text/_started")).expect("dir");
+    std::fs::write(
+        run.join("text/_started/ghost.json"),
+        format!(
+            "{{\"started\":{},\"host\":\"node-7\",\"pid\":1,\"heartbeat\":{}}}",
+            now - 1500,
+            now - 1200
+        ),
+    )
+    .expect("note");
+    let r = run.to_string_lossy().to_string();
+    let alarm = mill(&["status", &r, "--stalled", "10"])
+        .output()
+        .expect("status");
+    assert_eq!(alarm.status.code(), Some(3), "stalled inputs exit 3");
+    let err = String::from_utf8_lossy(&alarm.stderr);
+    assert!(err.contains("ghost") && err.contains("node-7"), "{err}");
+    let calm = mill(&["status", &r, "--stalled", "30"])
+        .output()
+        .expect("status");
+    assert!(calm.status.success(), "20 minutes is not 30");
+    let json = ok(
+        mill(&["status", &r, "--json", "--stalled", "30"])
+            .output()
+            .expect("status"),
+        "status --json",
+    );
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
+    assert_eq!(v["steps"].as_array().map(Vec::len), Some(8));
+    assert_eq!(v["steps"][0]["running"][0]["stem"], "ghost");
+    assert!(v["steps"][0]["running"][0]["seen_secs_ago"].as_u64() >= Some(1200));
+    assert_eq!(v["stalled"].as_array().map(Vec::len), Some(0));
+    std::fs::remove_file(run.join("text/_started/ghost.json")).expect("rm");
+
     let report = dir.path().join("report.html");
     ok(
         mill(&[
