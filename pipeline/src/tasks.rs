@@ -73,16 +73,19 @@ pub fn assignment(inputs: &[ObjectMeta], tasks: usize) -> Vec<usize> {
             .cmp(&inputs[a].size)
             .then_with(|| inputs[a].relative.cmp(&inputs[b].relative))
     });
-    let mut load = vec![0u64; tasks];
-    let mut count = vec![0usize; tasks];
+    // The least loaded task (bytes, then inputs, then index) comes off a heap: a
+    // choice in log(tasks), so 10,000 tasks over 100,000 inputs plan in milliseconds.
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize, usize)>> = (0..tasks
+        .min(inputs.len().max(1)))
+        .map(|t| std::cmp::Reverse((0, 0, t)))
+        .collect();
     let mut out = vec![0; inputs.len()];
     for i in order {
-        let t = (0..tasks)
-            .min_by_key(|&t| (load[t], count[t], t))
-            .unwrap_or(0);
-        load[t] += inputs[i].size;
-        count[t] += 1;
+        let Some(std::cmp::Reverse((load, count, t))) = heap.pop() else {
+            break;
+        };
         out[i] = t;
+        heap.push(std::cmp::Reverse((load + inputs[i].size, count + 1, t)));
     }
     out
 }
@@ -106,7 +109,36 @@ mod tests {
             .collect()
     }
 
+    /// The assignment by a scan of every task (what the heap replaced).
+    fn by_scan(inputs: &[ObjectMeta], tasks: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..inputs.len()).collect();
+        order.sort_by(|&a, &b| {
+            inputs[b]
+                .size
+                .cmp(&inputs[a].size)
+                .then_with(|| inputs[a].relative.cmp(&inputs[b].relative))
+        });
+        let (mut load, mut count) = (vec![0u64; tasks], vec![0usize; tasks]);
+        let mut out = vec![0; inputs.len()];
+        for i in order {
+            let t = (0..tasks)
+                .min_by_key(|&t| (load[t], count[t], t))
+                .unwrap_or(0);
+            load[t] += inputs[i].size;
+            count[t] += 1;
+            out[i] = t;
+        }
+        out
+    }
+
     proptest! {
+        #[test]
+        fn the_heap_assigns_as_a_scan_of_every_task(sizes in prop::collection::vec(0u64..1000, 0..80), tasks in 1usize..100) {
+            let ins = inputs(&sizes);
+            prop_assert_eq!(assignment(&ins, tasks), by_scan(&ins, tasks));
+        }
+
+
         #[test]
         fn every_input_in_exactly_one_task(sizes in prop::collection::vec(0u64..1_000_000, 0..60), tasks in 1usize..12) {
             let inputs = inputs(&sizes);
