@@ -133,7 +133,7 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
 }
 
 /// Inputs of every step whose last heartbeat is older than `secs`: (step, input).
-pub fn stalled<'a>(steps: &'a [StepStatus], secs: u64) -> Vec<(&'a str, &'a Running)> {
+pub fn stalled(steps: &[StepStatus], secs: u64) -> Vec<(&str, &Running)> {
     steps
         .iter()
         .flat_map(|s| {
