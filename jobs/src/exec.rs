@@ -13,6 +13,8 @@ use crate::spec::{Kind, Pipeline, StepSpec};
 
 /// Name of the copy of the pipeline file a run keeps at its root.
 pub const PIPELINE_COPY: &str = "_pipeline.toml";
+/// Lease of the run lock `mill run` holds (renewed every third of it while it runs).
+pub const RUN_LEASE_SECS: u64 = 120;
 
 /// How to run.
 #[derive(Debug, Clone, Default)]
@@ -227,6 +229,14 @@ pub fn run(
     tasks: Option<usize>,
     flags: &Flags,
 ) -> Result<Vec<StepSummary>> {
+    // One `mill run` per run at a time (cron, timers): a second one is refused while
+    // the first holds the lock; a dead holder's lock expires with its lease.
+    let _lock = pipeline::lock::acquire(
+        storage,
+        &p.run_location()?,
+        "mill run",
+        std::time::Duration::from_secs(RUN_LEASE_SECS),
+    )?;
     record_pipeline(storage, p)?;
     let start = match (from, only) {
         (Some(f), _) => p.step(f)?.0,

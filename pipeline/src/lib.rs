@@ -14,6 +14,7 @@ pub mod error;
 #[cfg(feature = "fasttext")]
 pub mod fasttext_model;
 pub mod lists;
+pub mod lock;
 pub mod marker;
 pub mod progress;
 pub mod runner;

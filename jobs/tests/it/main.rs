@@ -172,6 +172,24 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
         );
     }
 
+    // One `mill run` at a time per run: a second is refused while the lock is held.
+    let held = pipeline::lock::acquire(
+        &pipeline::Storage::new(),
+        &pipeline::Location::Local(run.clone()),
+        "a cron job",
+        std::time::Duration::from_secs(60),
+    )
+    .expect("lock");
+    let refused = mill(&["run", &f]).output().expect("run");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("locked by a cron job"), "{err}");
+    drop(held);
+    ok(
+        mill(&["run", &f]).output().expect("run"),
+        "run after the lock",
+    );
+
     let status = ok(
         mill(&["status", &run.to_string_lossy()])
             .output()
