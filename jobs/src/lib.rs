@@ -4,6 +4,7 @@
 //! does, `mill status` and `mill report` read a run's markers.
 
 pub mod exec;
+pub mod incremental;
 pub mod report;
 pub mod spec;
 pub mod stages;

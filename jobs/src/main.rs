@@ -40,6 +40,12 @@ enum Command {
         /// Redo inputs that are done.
         #[arg(long)]
         force: bool,
+        /// Process only the input files no earlier increment had, as increment
+        /// `<output>/inc-NNNNN/`: deduplicated against what earlier increments kept,
+        /// encoded with the first one's tokenizer, its shards appended to
+        /// `<output>/manifest.json` (for cron and timers).
+        #[arg(long, conflicts_with_all = ["from", "only", "force"])]
+        incremental: bool,
     },
     /// Run one task of one step, as a fleet array job does.
     Step {
@@ -117,6 +123,7 @@ fn main() -> anyhow::Result<()> {
             tasks,
             threads,
             force,
+            incremental,
         } => {
             let p = Pipeline::load(&storage, &pipeline)?;
             let flags = Flags {
@@ -124,6 +131,25 @@ fn main() -> anyhow::Result<()> {
                 force,
                 progress: true,
             };
+            if incremental {
+                let inc = jobs::incremental::run(&storage, &p, &flags)?;
+                match inc.number {
+                    None => println!(
+                        "no new inputs; the run's manifest lists {} shards",
+                        inc.shards
+                    ),
+                    Some(k) => {
+                        print!("{}", jobs::summary_table(&inc.steps));
+                        println!(
+                            "increment {k}: {} new inputs; {} shards in {}",
+                            inc.inputs,
+                            inc.shards,
+                            p.run_location()?.join(pipeline::tokens::MANIFEST)
+                        );
+                    }
+                }
+                return Ok(());
+            }
             let steps = jobs::run(
                 &storage,
                 &p,

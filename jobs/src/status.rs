@@ -114,7 +114,7 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
         Some(s) => s,
         None => &docs,
     };
-    let listing = match storage.list(&input) {
+    let listing = match pipeline::runner::list_inputs(storage, &input) {
         Ok(l) => l,
         Err(pipeline::Error::NotFound { .. }) => return Ok(0),
         Err(e) => return Err(e),

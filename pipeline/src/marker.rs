@@ -126,7 +126,7 @@ fn now_secs() -> u64 {
 }
 
 /// Heartbeats of the inputs this process works on: one thread rewrites their start
-/// notes every [`every`] until their markers are written, so that `mill status
+/// notes every [`heartbeat::every`] until their markers are written, so that `mill status
 /// --stalled` tells a task that died (no heartbeat) from a slow one.
 pub mod heartbeat {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -233,6 +233,50 @@ pub struct Plan {
     pub listed: usize,
 }
 
+/// Suffix of an input list: a JSON file naming the inputs of a step instead of a
+/// prefix holding them (`mill run --incremental` gives each increment one).
+pub const INPUT_LIST_SUFFIX: &str = ".inputs.json";
+
+/// An input list: the prefix the inputs lie below, and each one as it was listed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputList {
+    pub base: String,
+    pub inputs: Vec<ListedInput>,
+}
+
+/// One input of an [`InputList`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ListedInput {
+    pub relative: String,
+    pub size: u64,
+    pub etag: Option<String>,
+}
+
+/// The inputs at `input`: the objects below a prefix, or those an input list
+/// (`*.inputs.json`) names, with the relative names, sizes and tags they were listed
+/// with (so their outputs and markers are named as a listing of the prefix would).
+pub fn list_inputs(storage: &Storage, input: &Location) -> Result<Vec<ObjectMeta>> {
+    if !input.to_string().ends_with(INPUT_LIST_SUFFIX) {
+        return storage.list(input);
+    }
+    let list: InputList =
+        serde_json::from_slice(&storage.read(input)?).map_err(|e| Error::Input {
+            url: input.to_string(),
+            message: format!("not an input list: {e}"),
+        })?;
+    let base = Location::parse(&list.base)?;
+    Ok(list
+        .inputs
+        .into_iter()
+        .map(|i| ObjectMeta {
+            location: base.join(&i.relative),
+            relative: i.relative,
+            size: i.size,
+            etag: i.etag,
+        })
+        .collect())
+}
+
 fn hidden(relative: &str) -> bool {
     relative
         .split('/')
@@ -248,7 +292,7 @@ pub fn plan(
     storage: &Storage,
     opts: &RunOptions,
 ) -> Result<Plan> {
-    let listing = storage.list(&opts.input)?;
+    let listing = list_inputs(storage, &opts.input)?;
     let mut inputs: Vec<Planned> = Vec::new();
     for meta in listing {
         let relative = if meta.relative.is_empty() {

@@ -3,6 +3,7 @@
 //! Chromium), and the whole run on the loopback S3 server.
 
 mod fleet;
+mod incremental;
 mod submit;
 
 use std::collections::BTreeMap;
