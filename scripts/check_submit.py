@@ -1,10 +1,16 @@
-"""Checks what `mill submit --dry-run --out DIR` wrote against the engines' own schemas:
-AWS Batch SubmitJob requests (*.json) against botocore's service model of Batch
-(shapes, required members, types, lengths, enums), Kubernetes manifests (*.yaml)
-against the Kubernetes OpenAPI schema (kubernetes-validate, strict: unknown fields are
-errors). Usage: check_submit.py DIR... Prints a line per file; exits 1 on any error."""
+"""Checks what `mill submit --dry-run --out DIR` wrote, and the scheduling examples in
+jobs/examples, against the engines' own schemas: AWS Batch SubmitJob requests (*.json)
+against botocore's service model of Batch, EventBridge PutRule/PutTargets requests
+(*.events.json) against botocore's model of EventBridge (shapes, required members,
+types, lengths, enums), Kubernetes manifests (*.yaml) against the Kubernetes OpenAPI
+schema (kubernetes-validate, strict: unknown fields are errors), crontab lines
+(*.crontab: five fields in their ranges) and systemd units (*.timer, *.service: sections
+and the keys a timer and a oneshot service need). Usage: check_submit.py DIR...
+Prints a line per file; exits 1 on any error."""
+import configparser
 import json
 import pathlib
+import re
 import sys
 
 import botocore.session
@@ -31,14 +37,71 @@ def enum_errors(value, shape, path):
     return errors
 
 
+CRON_RANGES = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)]
+
+
+def cron_errors(text):
+    """A crontab's job lines: five time fields (numbers, *, ranges, lists, steps) in
+    range, then a command; comments, blank lines and VAR=value lines pass."""
+    errors = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#") or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", line):
+            continue
+        fields = line.split(None, 5)
+        if len(fields) < 6:
+            errors.append(f"line {n}: five time fields and a command expected")
+            continue
+        for field, (lo, hi) in zip(fields[:5], CRON_RANGES):
+            for part in field.split(","):
+                m = re.fullmatch(r"(\*|(\d+)(?:-(\d+))?)(?:/(\d+))?", part)
+                nums = [int(x) for x in (m.groups()[1:] if m else []) if x is not None]
+                if not m or any(x < lo or x > hi for x in nums[:2]) or (m.group(4) and int(m.group(4)) == 0):
+                    errors.append(f"line {n}: {part!r} is not a cron field in {lo}-{hi}")
+    return errors
+
+
+def systemd_errors(path):
+    """A unit file: parsable (no duplicate sections), with what its kind needs."""
+    parser = configparser.ConfigParser(strict=True, interpolation=None, comment_prefixes=("#", ";"))
+    parser.optionxform = str
+    try:
+        parser.read_string(path.read_text())
+    except configparser.Error as e:
+        return [str(e)]
+    need = {".timer": {"Unit": ["Description"], "Timer": ["OnCalendar"], "Install": ["WantedBy"]},
+            ".service": {"Unit": ["Description"], "Service": ["Type", "ExecStart"]}}[path.suffix]
+    errors = [f"[{sec}] {key} missing" for sec, keys in need.items() for key in keys
+              if not parser.has_option(sec, key)]
+    if path.suffix == ".service" and parser.has_option("Service", "ExecStart") and \
+            not parser.get("Service", "ExecStart").startswith("/"):
+        errors.append("ExecStart must name its program by an absolute path")
+    return errors
+
+
 def main():
     model = botocore.session.get_session().get_service_model("batch")
+    events = botocore.session.get_session().get_service_model("events")
     request = model.operation_model("SubmitJob").input_shape
     k8s_version = kubernetes_validate.latest_version()
     failed = 0
     files = sorted(f for d in sys.argv[1:] for f in pathlib.Path(d).iterdir() if f.is_file())
     for f in files:
-        if f.suffix == ".json":
+        if f.name.endswith(".events.json"):
+            params = json.loads(f.read_text())
+            op = "PutTargets" if "Targets" in params else "PutRule"
+            shape = events.operation_model(op).input_shape
+            report = ParamValidator().validate(params, shape)
+            errors = ([report.generate_report()] if report.has_errors() else []) + enum_errors(
+                params, shape, op)
+            what = f"EventBridge {op} (botocore {botocore.__version__})"
+        elif f.suffix == ".crontab":
+            errors = cron_errors(f.read_text())
+            what = "crontab(5)"
+        elif f.suffix in (".timer", ".service"):
+            errors = systemd_errors(f)
+            what = f"systemd {f.suffix[1:]} unit"
+        elif f.suffix == ".json":
             params = json.loads(f.read_text())
             report = ParamValidator().validate(params, request)
             errors = ([report.generate_report()] if report.has_errors() else []) + enum_errors(

@@ -380,3 +380,65 @@ fn batch_requests_and_kubernetes_jobs_pass_their_schemas() {
         "{report}"
     );
 }
+
+#[test]
+fn scheduling_examples_pass_their_checks() {
+    let examples = crate::root().join("jobs/examples");
+    let checked = check_schemas(&examples);
+    let report = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    for kind in [
+        "crontab(5)",
+        "systemd timer",
+        "systemd service",
+        "Kubernetes",
+        "EventBridge PutRule",
+        "EventBridge PutTargets",
+    ] {
+        assert!(report.contains(kind), "no {kind} example checked: {report}");
+    }
+    // Every example runs an increment, with the flags mill has.
+    for f in [
+        "tokenmill.crontab",
+        "tokenmill-cron.service",
+        "tokenmill-cronjob.yaml",
+        "eventbridge-targets.events.json",
+    ] {
+        let text = std::fs::read_to_string(examples.join(f)).expect("example");
+        assert!(text.contains("--incremental"), "{f}");
+    }
+    let help = ok(
+        mill(&["run", "--help"]).output().expect("help"),
+        "mill run --help",
+    );
+    assert!(help.contains("--incremental"));
+    // The checks can fail: a minute of 61, a timer with no calendar, an unknown state.
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("x.crontab"),
+        "61 * * * * mill run p.toml --incremental\n",
+    )
+    .expect("bad");
+    std::fs::write(
+        dir.path().join("x.timer"),
+        "[Unit]\nDescription=x\n[Timer]\nUnit=x.service\n[Install]\nWantedBy=timers.target\n",
+    )
+    .expect("bad");
+    std::fs::write(
+        dir.path().join("x.events.json"),
+        "{\"Name\": \"x\", \"ScheduleExpression\": \"rate(1 hour)\", \"State\": \"ON\"}",
+    )
+    .expect("bad");
+    let checked = check_schemas(dir.path());
+    let report = String::from_utf8_lossy(&checked.stdout);
+    assert!(!checked.status.success());
+    assert_eq!(
+        report.lines().filter(|l| l.starts_with("FAIL")).count(),
+        3,
+        "{report}"
+    );
+}
