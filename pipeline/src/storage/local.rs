@@ -145,11 +145,23 @@ pub(super) fn remove_stale_temporaries(target: &Path) -> Result<()> {
         if let Some(name) = name.to_str()
             && name.starts_with(&prefix)
             && name.ends_with(TEMP_SUFFIX)
+            && !writer_alive(&name[prefix.len()..])
         {
             delete(&entry.path())?;
         }
     }
     Ok(())
+}
+
+/// Whether the temporary named `<pid>-<n>.tmp` (after its prefix) belongs to a process
+/// that is still running here: another copy of the same task (an engine may start a
+/// retry while the first attempt runs) whose file must not be pulled from under it.
+/// Without a process table (`/proc`), every temporary counts as stale.
+fn writer_alive(rest: &str) -> bool {
+    let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    Path::new("/proc/self").exists() && Path::new(&format!("/proc/{pid}")).exists()
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
