@@ -203,6 +203,10 @@ pub struct StepSummary {
     pub tokens: Option<u64>,
     /// Wall time of this run.
     pub seconds: f64,
+    /// Inputs refused for their names, by reason (as every task lists the same
+    /// inputs, the first task's count).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub refused: std::collections::BTreeMap<String, u64>,
 }
 
 /// The stems with a marker below a step's output, and their counters summed.
@@ -263,6 +267,9 @@ pub fn run(
         tracing::info!(step = %spec.name, tasks = n, "step starts");
         for task in 0..n {
             let r = run_task(storage, p, i, task, n, flags)?;
+            if task == 0 {
+                summary.refused = r.refused.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+            }
             summary.processed += r.processed.len();
             summary.skipped += r.skipped.len();
             summary.run_docs += r.stats.docs_in;
@@ -308,6 +315,9 @@ pub fn summary_table(steps: &[StepSummary]) -> String {
         ));
         for (reason, n) in &st.stats.drops {
             s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
+        }
+        for (reason, n) in &st.refused {
+            s.push_str(&format!("{:<14}   input refused {reason}: {n}\n", ""));
         }
     }
     s.push_str("inputs: processed in this run + skipped as done; docs: every input of the step, this run and earlier; docs/s: this run's inputs only\n");

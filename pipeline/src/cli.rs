@@ -150,6 +150,9 @@ pub fn summary(step: &str, report: &Report) -> String {
         out.push_str(&format!("\n  drop {reason}: {n}"));
     }
     out.push_str(&format!("\n  bytes in {}, out {}", s.bytes_in, s.bytes_out));
+    for (reason, n) in &report.refused {
+        out.push_str(&format!("\n  input refused {reason}: {n}"));
+    }
     out
 }
 

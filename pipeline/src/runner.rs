@@ -212,6 +212,9 @@ pub struct Report {
     pub skipped: Vec<String>,
     /// Counters summed over the processed inputs.
     pub stats: Stats,
+    /// Inputs of the listing refused for their names, by reason (every task counts
+    /// them: each lists the same inputs).
+    pub refused: BTreeMap<&'static str, u64>,
 }
 
 /// One input of this task, with its stem (the name its outputs and marker derive from).
@@ -231,6 +234,8 @@ pub struct Plan {
     pub skipped: Vec<String>,
     /// Inputs listed for all tasks.
     pub listed: usize,
+    /// Inputs refused for their names (see [`unsafe_input_name`]), by reason.
+    pub refused: BTreeMap<&'static str, u64>,
 }
 
 /// Suffix of an input list: a JSON file naming the inputs of a step instead of a
@@ -277,6 +282,24 @@ pub fn list_inputs(storage: &Storage, input: &Location) -> Result<Vec<ObjectMeta
         .collect())
 }
 
+/// Why an input name from a listing cannot name outputs safely, if it cannot: names
+/// come from S3 listings, and a key may hold `..` or `.` segments, an empty segment
+/// (a leading or doubled `/`) or control characters; any of these could put an output
+/// outside the output prefix or garble a log line. Such an input is refused and
+/// counted under the reason.
+pub fn unsafe_input_name(relative: &str) -> Option<&'static str> {
+    if relative.chars().any(char::is_control) {
+        return Some("input_name_control_character");
+    }
+    if relative.starts_with('/') || relative.contains("//") || relative.ends_with('/') {
+        return Some("input_name_empty_segment");
+    }
+    if relative.split('/').any(|part| part == ".." || part == ".") {
+        return Some("input_name_dot_segment");
+    }
+    None
+}
+
 fn hidden(relative: &str) -> bool {
     relative
         .split('/')
@@ -294,12 +317,23 @@ pub fn plan(
 ) -> Result<Plan> {
     let listing = list_inputs(storage, &opts.input)?;
     let mut inputs: Vec<Planned> = Vec::new();
+    let mut refused: BTreeMap<&'static str, u64> = BTreeMap::new();
     for meta in listing {
         let relative = if meta.relative.is_empty() {
             meta.location.file_name().to_string()
         } else {
             meta.relative.clone()
         };
+        if let Some(reason) = unsafe_input_name(&relative) {
+            tracing::warn!(
+                step = %step_name,
+                input = %relative.escape_debug(),
+                reason,
+                "input refused: its name cannot name an output below the output prefix"
+            );
+            *refused.entry(reason).or_default() += 1;
+            continue;
+        }
         if hidden(&relative) {
             continue;
         }
@@ -334,6 +368,7 @@ pub fn plan(
     let listed = inputs.len();
     let mut plan = Plan {
         listed,
+        refused,
         ..Plan::default()
     };
     for (p, task) in inputs.into_iter().zip(assignment) {
@@ -430,6 +465,7 @@ pub fn process_planned(
 ) -> Result<Report> {
     let mut report = Report {
         skipped: plan.skipped,
+        refused: plan.refused,
         ..Report::default()
     };
     if opts.dry_run {

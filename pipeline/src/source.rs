@@ -66,15 +66,16 @@ pub trait Source: Send + Sync {
 pub struct DocumentSource {
     /// Documents per batch handed to the stages.
     pub batch_rows: usize,
-    /// A JSONL line longer than this is dropped as `oversized_record`.
-    pub max_line_bytes: usize,
+    /// A record larger than this, a JSONL line or a Parquet row's text, is dropped as
+    /// `oversized_record` before any stage sees it: the stages hold a document whole.
+    pub max_record_bytes: usize,
 }
 
 impl Default for DocumentSource {
     fn default() -> Self {
         DocumentSource {
             batch_rows: 1024,
-            max_line_bytes: 64 << 20,
+            max_record_bytes: 64 << 20,
         }
     }
 }
@@ -105,7 +106,7 @@ impl Source for DocumentSource {
         if relative.ends_with(PARQUET) {
             return Ok(
                 match ParquetReader::open(storage, input, relative, self.batch_rows)? {
-                    Ok(reader) => Box::new(reader),
+                    Ok(reader) => Box::new(reader.with_max_text_bytes(self.max_record_bytes)),
                     Err(detail) => Box::new(std::iter::once(Ok(DocBatch::corrupt(
                         "corrupt_parquet",
                         1,
@@ -120,7 +121,7 @@ impl Source for DocumentSource {
             &url,
             relative,
             self.batch_rows,
-            self.max_line_bytes,
+            self.max_record_bytes,
         )))
     }
 }

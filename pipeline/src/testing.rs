@@ -406,6 +406,42 @@ pub fn wait_for_port(port: u16, timeout: Duration) -> bool {
     false
 }
 
+/// Runs `cmd` to its end and returns its output and peak RSS in MiB, as the kernel
+/// accounts it for the child (Python's `getrusage(RUSAGE_CHILDREN)` around it: the
+/// largest of the process and its own children). Stderr keeps its last 4,000 bytes.
+pub fn run_with_peak_rss(cmd: &Command) -> (std::process::Output, u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rss_file = dir.path().join("rss");
+    let probe = "import resource, subprocess, sys\n\
+        p = subprocess.run(sys.argv[2:], capture_output=True)\n\
+        sys.stdout.buffer.write(p.stdout)\n\
+        sys.stderr.buffer.write(p.stderr[-4000:])\n\
+        open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n\
+        sys.exit(p.returncode)";
+    let mut probed = Command::new("python3");
+    if let Some(folder) = cmd.get_current_dir() {
+        probed.current_dir(folder);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => probed.env(k, v),
+            None => probed.env_remove(k),
+        };
+    }
+    let output = probed
+        .arg("-c")
+        .arg(probe)
+        .arg(&rss_file)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .output()
+        .expect("run the RSS probe (python3)");
+    let kib: u64 = std::fs::read_to_string(&rss_file)
+        .map(|s| s.trim().parse().unwrap_or(0))
+        .unwrap_or(0);
+    (output, kib / 1024)
+}
+
 /// Compares `got` with the golden file `path`, or rewrites the file when
 /// `TOKENMILL_BLESS` is set (after a deliberate change).
 pub fn golden(path: &Path, got: &str) {

@@ -175,14 +175,18 @@ fn latest_name(storage: &Storage, dir: &Location) -> Result<Option<String>> {
     Ok(Some(name))
 }
 
+/// The `state.json` of the checkpoint in folder `at`.
+fn read_state(storage: &Storage, at: &Location) -> Result<State> {
+    let loc = at.join("state.json");
+    serde_json::from_slice(&storage.read(&loc)?).map_err(|e| Error::Input {
+        url: loc.to_string(),
+        message: format!("unreadable checkpoint state: {e}"),
+    })
+}
+
 /// Reads the checkpoint in folder `at` (a `step-…/` folder).
 pub fn load(storage: &Storage, at: &Location) -> Result<Loaded> {
-    let state_loc = at.join("state.json");
-    let state: State =
-        serde_json::from_slice(&storage.read(&state_loc)?).map_err(|e| Error::Input {
-            url: state_loc.to_string(),
-            message: format!("unreadable checkpoint state: {e}"),
-        })?;
+    let state = read_state(storage, at)?;
     let model = at.join("model.safetensors");
     let optim = at.join("optim.safetensors");
     Ok(Loaded {
@@ -233,12 +237,7 @@ pub fn load_latest(storage: &Storage, dir: &Location, config_hash: &str) -> Resu
     let Some(at) = latest(storage, dir)? else {
         return Ok(None);
     };
-    let state_loc = at.join("state.json");
-    let state: State =
-        serde_json::from_slice(&storage.read(&state_loc)?).map_err(|e| Error::Input {
-            url: state_loc.to_string(),
-            message: format!("unreadable checkpoint state: {e}"),
-        })?;
+    let state = read_state(storage, &at)?;
     if state.config_hash != config_hash {
         return Err(Error::Usage(format!(
             "checkpoint {at} was written for configuration {}; this run's is {config_hash}: \

@@ -4,7 +4,10 @@
 
 mod copies;
 mod fleet;
+mod giants;
 mod incremental;
+mod secrets;
+mod soak;
 mod submit;
 
 use std::collections::BTreeMap;
@@ -41,6 +44,18 @@ fn pipeline_at(dir: &Path, output: &str) -> PathBuf {
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, text).expect("write pipeline");
     path
+}
+
+/// `mill run` of the fixture pipeline into `<dir>/<name>`: the reference the other
+/// ways of running it are compared with. Returns the run's folder.
+fn reference_run(dir: &Path, name: &str) -> PathBuf {
+    let run = dir.join(name);
+    let f = pipeline_at(dir, &run.to_string_lossy());
+    ok(
+        mill(&["run", &f.to_string_lossy()]).output().expect("run"),
+        "reference run",
+    );
+    run
 }
 
 fn mill(args: &[&str]) -> Command {
@@ -81,24 +96,31 @@ fn ok(out: Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// Token shards and final documents of a run: name → bytes.
+/// Token shards and final documents of a run on disk: name → bytes.
 fn outputs(run: &Path) -> BTreeMap<String, Vec<u8>> {
+    outputs_at(
+        &pipeline::storage::Storage::new(),
+        &pipeline::Location::Local(run.to_path_buf()),
+    )
+}
+
+/// Token shards and final documents of a run anywhere: name → bytes.
+fn outputs_at(
+    storage: &pipeline::storage::Storage,
+    run: &pipeline::Location,
+) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for (dir, ext) in [
-        ("tokens", "bin"),
-        ("tokens", "idx"),
-        ("deduped", "parquet"),
-        ("clusters", "dups"),
+        ("tokens", ".bin"),
+        ("tokens", ".idx"),
+        ("deduped", ".parquet"),
+        ("clusters", ".dups"),
     ] {
-        let Ok(entries) = std::fs::read_dir(run.join(dir)) else {
-            continue;
-        };
-        for e in entries {
-            let p = e.expect("entry").path();
-            if p.extension().is_some_and(|x| x == ext) {
+        for o in storage.list(&run.join(dir)).expect("list outputs") {
+            if o.relative.ends_with(ext) && !o.relative.contains('/') {
                 out.insert(
-                    format!("{dir}/{}", p.file_name().expect("name").to_string_lossy()),
-                    std::fs::read(&p).expect("read"),
+                    format!("{dir}/{}", o.relative),
+                    storage.read(&o.location).expect("read output"),
                 );
             }
         }
@@ -434,12 +456,7 @@ fn steps_as_fleet_tasks_give_the_same_shards() {
         return;
     }
     let dir = tempfile::tempdir().expect("tmp");
-    let one = dir.path().join("one");
-    let f1 = pipeline_at(dir.path(), &one.to_string_lossy());
-    ok(
-        mill(&["run", &f1.to_string_lossy()]).output().expect("run"),
-        "run",
-    );
+    let one = reference_run(dir.path(), "one");
     let d2 = dir.path().join("fleet");
     std::fs::create_dir_all(&d2).expect("dir");
     let fleet = d2.join("run");
@@ -517,10 +534,14 @@ fn whole_run_on_s3() {
     let f = dir.path().join("s3.toml");
     std::fs::write(&f, text).expect("write");
     let f = f.to_string_lossy().to_string();
+    // Every call runs with fake credentials (the server accepts any); what each
+    // prints is kept and searched for them at the end, with every object of the run.
+    let logs = std::cell::RefCell::new(Vec::new());
     let with_s3 = |args: &[&str]| {
-        let mut c = mill(args);
-        c.env("AWS_ENDPOINT_URL", &endpoint);
-        c.output().expect("mill")
+        let out = secrets::with_fake_credentials(&mut mill(args), &endpoint);
+        logs.borrow_mut().extend_from_slice(&out.stdout);
+        logs.borrow_mut().extend_from_slice(&out.stderr);
+        out
     };
     ok(with_s3(&["run", &f]), "mill run on S3");
     let status = ok(with_s3(&["status", &run]), "status on S3");
@@ -553,4 +574,18 @@ fn whole_run_on_s3() {
     let here = manifest(std::fs::read(local.join("tokens/manifest.json")).expect("manifest"));
     assert_eq!(remote["tokens"], here["tokens"]);
     assert_eq!(remote["shards"], here["shards"]);
+
+    // An S3 error with the same credentials: a bucket that does not exist.
+    let out = with_s3(&["status", "s3://tm-no-such-bucket-for-secrets/run"]);
+    assert!(!out.status.success());
+    let objects = storage.list(&base).expect("list the bucket");
+    assert!(objects.iter().any(|o| o.relative.contains("/_started/")));
+    assert!(objects.iter().any(|o| o.relative.contains("/_done/")));
+    for o in &objects {
+        let bytes = storage.read(&o.location).expect("read object");
+        assert_eq!(secrets::leaks(&bytes), Vec::<&str>::new(), "{}", o.relative);
+    }
+    let logs = logs.into_inner();
+    assert!(!logs.is_empty());
+    assert_eq!(secrets::leaks(&logs), Vec::<&str>::new());
 }

@@ -112,12 +112,7 @@ fn slurm_runs_the_fixture_pipeline_like_mill_run() {
         return;
     }
     let dir = tempfile::tempdir().expect("tmp");
-    let clean = dir.path().join("clean");
-    let f = pipeline_at(dir.path(), &clean.to_string_lossy());
-    ok(
-        mill(&["run", &f.to_string_lossy()]).output().expect("run"),
-        "mill run",
-    );
+    let clean = crate::reference_run(dir.path(), "clean");
     let d = dir.path().join("slurm");
     std::fs::create_dir_all(&d).expect("dir");
     let run = d.join("run");
@@ -164,12 +159,7 @@ fn a_failed_slurm_task_stops_its_dependents_and_a_resubmit_finishes() {
         return;
     }
     let dir = tempfile::tempdir().expect("tmp");
-    let clean = dir.path().join("clean");
-    let f = pipeline_at(dir.path(), &clean.to_string_lossy());
-    ok(
-        mill(&["run", &f.to_string_lossy()]).output().expect("run"),
-        "mill run",
-    );
+    let clean = crate::reference_run(dir.path(), "clean");
     let d = dir.path().join("slurm");
     std::fs::create_dir_all(&d).expect("dir");
     // A `mill` that fails task 1 of the buckets step while the flag file exists.

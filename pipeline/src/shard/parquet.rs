@@ -255,6 +255,7 @@ pub struct ParquetReader {
     row_group_end: u64,
     failed: bool,
     batch_rows: usize,
+    max_text_bytes: usize,
 }
 
 impl std::fmt::Debug for ParquetReader {
@@ -292,7 +293,9 @@ impl ParquetReader {
         if let Err(e) = file.prefetch(tail, input.size) {
             return classify(&url, e).map(Err);
         }
-        let metadata = match ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()) {
+        let metadata = match guarded("reading the footer", || {
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+        }) {
             Ok(m) => m,
             Err(e) => return classify(&url, e).map(Err),
         };
@@ -308,7 +311,15 @@ impl ParquetReader {
             row_group_end: 0,
             failed: false,
             batch_rows,
+            max_text_bytes: usize::MAX,
         }))
+    }
+
+    /// Drops documents whose text is longer than `bytes` as `oversized_record`, so
+    /// that no stage meets a giant (the default keeps every length).
+    pub fn with_max_text_bytes(mut self, bytes: usize) -> Self {
+        self.max_text_bytes = bytes;
+        self
     }
 
     fn open_row_group(
@@ -319,21 +330,28 @@ impl ParquetReader {
         let mut start = u64::MAX;
         let mut end = 0u64;
         for col in meta.columns() {
-            let (s, len) = col.byte_range();
+            let (s, len) = guarded("reading column offsets", || Ok(col.byte_range()))?;
+            let stop = s.checked_add(len).ok_or_else(|| {
+                parquet::errors::ParquetError::General(format!(
+                    "column chunk at {s} of {len} bytes runs past any file"
+                ))
+            })?;
             start = start.min(s);
-            end = end.max(s + len);
+            end = end.max(stop);
         }
         self.file.evict();
         if start < end {
             self.file.prefetch(start, end)?;
         }
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.file.clone(),
-            self.metadata.clone(),
-        )
-        .with_row_groups(vec![rg])
-        .with_batch_size(self.batch_rows)
-        .build()?;
+        let reader = guarded("opening a row group", || {
+            ParquetRecordBatchReaderBuilder::new_with_metadata(
+                self.file.clone(),
+                self.metadata.clone(),
+            )
+            .with_row_groups(vec![rg])
+            .with_batch_size(self.batch_rows)
+            .build()
+        })?;
         self.current = Some(reader);
         Ok(())
     }
@@ -365,14 +383,37 @@ impl ParquetReader {
                 return None;
             }
             if let Some(reader) = self.current.as_mut() {
-                match reader.next() {
+                let next = guarded("decoding a page", || Ok(reader.next())).unwrap_or_else(|e| {
+                    Some(Err(arrow_schema::ArrowError::ParquetError(e.to_string())))
+                });
+                match next {
                     Some(Ok(batch)) => {
                         let first_row = self.row;
                         self.row += batch.num_rows() as u64;
-                        return Some(Ok(convert(&batch, &self.relative, &self.url, first_row)));
+                        return Some(Ok(convert(
+                            &batch,
+                            &self.relative,
+                            &self.url,
+                            first_row,
+                            self.max_text_bytes,
+                        )));
                     }
                     Some(Err(e)) => return Some(self.broken(&e)),
-                    None => self.current = None,
+                    None => {
+                        self.current = None;
+                        // The footer claimed more rows than the pages hold: the
+                        // missing rows are lost, and counted.
+                        if self.row < self.row_group_end {
+                            let lost = self.row_group_end - self.row;
+                            let detail = format!(
+                                "{}: row group {}: the footer claims {lost} more rows than its pages hold",
+                                self.url,
+                                self.next_row_group - 1
+                            );
+                            self.row = self.row_group_end;
+                            return Some(Ok(DocBatch::corrupt("corrupt_parquet", lost, &detail)));
+                        }
+                    }
                 }
             }
             if self.next_row_group >= self.metadata.metadata().num_row_groups() {
@@ -386,6 +427,29 @@ impl ParquetReader {
             if let Err(e) = self.open_row_group(rg) {
                 return Some(self.broken(&e));
             }
+        }
+    }
+}
+
+/// Runs a call into the parquet crate, which panics on some corrupt files (a zero
+/// divisor, negative column offsets, slices out of bounds; found by `mill-fuzz`): a
+/// panic becomes an error, so the file or row group is counted as corrupt instead of
+/// ending the process.
+fn guarded<T>(
+    what: &str,
+    f: impl FnOnce() -> std::result::Result<T, parquet::errors::ParquetError>,
+) -> std::result::Result<T, parquet::errors::ParquetError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            Err(parquet::errors::ParquetError::General(format!(
+                "{what}: the decoder failed on corrupt data ({message})"
+            )))
         }
     }
 }
@@ -469,7 +533,13 @@ fn column<'a>(name: &str, a: &'a dyn Array) -> Option<Col<'a>> {
 }
 
 /// Turns one record batch into documents plus the carried (unknown) columns.
-fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> DocBatch {
+fn convert(
+    batch: &RecordBatch,
+    relative: &str,
+    url: &str,
+    first_row: u64,
+    max_text_bytes: usize,
+) -> DocBatch {
     let schema = batch.schema();
     let mut cols: Vec<Option<Col<'_>>> = Vec::with_capacity(KNOWN_COLUMNS.len());
     for name in KNOWN_COLUMNS {
@@ -503,6 +573,11 @@ fn convert(batch: &RecordBatch, relative: &str, url: &str, first_row: u64) -> Do
             keep.push(false);
             continue;
         };
+        if text.len() > max_text_bytes {
+            drops.push(("oversized_record", 1));
+            keep.push(false);
+            continue;
+        }
         keep.push(true);
         let id = match s(0, i) {
             Some(id) => id.to_string(),

@@ -120,10 +120,36 @@ where
         }
         _ => false,
     };
-    Failure {
-        transient,
-        message: DisplayErrorContext(&err).to_string(),
-    }
+    let message = match &err {
+        // The server's answer in a line: status, code and message. Not the SDK's dump
+        // of the whole response, whose headers and body may echo the request.
+        SdkError::ServiceError(service) => {
+            let status = service.raw().status().as_u16();
+            let code = service.err().code().unwrap_or(match status {
+                301 => "PermanentRedirect",
+                400 => "BadRequest",
+                401 => "Unauthorized",
+                403 => "AccessDenied",
+                404 => "NotFound",
+                _ => "no error code",
+            });
+            match service.err().message() {
+                Some(m) if !m.is_empty() => format!("HTTP {status} {code}: {m}"),
+                _ => format!("HTTP {status} {code}"),
+            }
+        }
+        _ => DisplayErrorContext(&err).to_string(),
+    };
+    Failure { transient, message }
+}
+
+/// A key of a listing asked for with `encoding-type=url`: `+` for a space, the rest
+/// percent-encoded.
+fn decode_listed_key(k: &str) -> String {
+    let spaced = k.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 fn is_not_found<E>(err: &SdkError<E, HttpResponse>) -> bool
@@ -224,17 +250,25 @@ impl S3 {
                     .list_objects_v2()
                     .bucket(bucket)
                     .prefix(&prefix)
+                    // Keys come back percent-encoded: a key with a control character
+                    // cannot be written in the listing's XML otherwise.
+                    .encoding_type(aws_sdk_s3::types::EncodingType::Url)
                     .set_continuation_token(token.clone());
                 async move { req.send().await.map_err(classify) }
             })?;
             for obj in page.contents() {
                 let Some(k) = obj.key() else { continue };
+                let k = decode_listed_key(k);
+                let Some(relative) = k.strip_prefix(&prefix) else {
+                    continue;
+                };
+                let relative = relative.to_string();
                 out.push(ObjectMeta {
                     location: Location::S3 {
                         bucket: bucket.into(),
-                        key: k.into(),
+                        key: k.clone(),
                     },
-                    relative: k[prefix.len()..].to_string(),
+                    relative,
                     size: obj.size().unwrap_or(0).max(0) as u64,
                     etag: obj.e_tag().map(str::to_string),
                 });
@@ -409,13 +443,16 @@ impl Shared {
         loop {
             match attempt().await {
                 Ok(v) => return Ok(v),
-                Err(f) if f.transient && n + 1 < self.options.max_attempts => {
+                Err(mut f) if f.transient && n + 1 < self.options.max_attempts => {
+                    f.message = crate::error::redact_secrets(&f.message);
                     let wait = self.backoff(n);
                     tracing::debug!(op, url = %loc, attempt = n + 1, error = %f.message, ?wait, "retrying transient S3 fault");
                     tokio::time::sleep(wait).await;
                     n += 1;
                 }
-                Err(f) => {
+                Err(mut f) => {
+                    // What the server or the SDK said may echo a signature or a token.
+                    f.message = crate::error::redact_secrets(&f.message);
                     let message = if f.transient {
                         format!("{} (gave up after {} attempts)", f.message, n + 1)
                     } else {

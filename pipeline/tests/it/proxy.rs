@@ -1,8 +1,8 @@
 //! A fault-injecting HTTP/1.1 proxy on loopback, in front of the S3 test server.
 //!
 //! Each request is read whole, then, by a seeded draw: answered `503 SlowDown`,
-//! answered by closing the connection, forwarded with its response body cut short, or
-//! forwarded intact. It records every request line so tests can see what was sent.
+//! answered by closing the connection, forwarded with its response body cut short,
+//! forwarded with its body trickled slowly, or forwarded intact. It records every request line so tests can see what was sent.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -16,6 +16,8 @@ pub struct Faults {
     pub slow_down: f64,
     pub drop: f64,
     pub cut_body: f64,
+    /// Responses whose body trickles: 50 pieces (at least 8 KiB each) 20 ms apart.
+    pub slow_body: f64,
 }
 
 #[derive(Default)]
@@ -24,6 +26,7 @@ pub struct Counts {
     pub slow_down: AtomicU64,
     pub dropped: AtomicU64,
     pub cut: AtomicU64,
+    pub slowed: AtomicU64,
     pub lines: Mutex<Vec<String>>,
 }
 
@@ -207,7 +210,19 @@ fn serve(
             let _ = client.shutdown(Shutdown::Both);
             return Ok(());
         }
-        client.write_all(&resp.body)?;
+        let slow = !cut
+            && draw >= faults.slow_down + faults.drop + faults.cut_body
+            && draw < faults.slow_down + faults.drop + faults.cut_body + faults.slow_body;
+        if slow {
+            counts.slowed.fetch_add(1, Ordering::SeqCst);
+            for piece in resp.body.chunks((resp.body.len() / 50).max(8 << 10)) {
+                client.write_all(piece)?;
+                client.flush()?;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            client.write_all(&resp.body)?;
+        }
         client.flush()?;
     }
     Ok(())

@@ -196,6 +196,7 @@ fn aborted_upload_is_aborted_on_the_server() {
             slow_down: 0.0,
             drop: 0.0,
             cut_body: 0.0,
+            slow_body: 0.0,
         },
         1,
     );
@@ -229,6 +230,7 @@ fn transient_faults_are_retried() {
         slow_down: 0.15,
         drop: 0.1,
         cut_body: 0.15,
+        slow_body: 0.05,
     };
     let proxy = Proxy::start(s3env::port(&endpoint), faults, 42);
     let (storage, root) = s3env::bucket(&proxy.endpoint(), "faults");
@@ -280,6 +282,7 @@ fn retries_are_bounded_and_errors_name_the_object() {
             slow_down: 1.0,
             drop: 0.0,
             cut_body: 0.0,
+            slow_body: 0.0,
         },
         3,
     );

@@ -366,11 +366,19 @@ impl Builder<'_> {
         if raw.is_empty() {
             return;
         }
-        let decoded = if raw.contains('&') {
+        let mut decoded = if raw.contains('&') {
             htmlize::unescape(raw)
         } else {
             std::borrow::Cow::Borrowed(raw)
         };
+        // NUL characters in text are dropped, as an HTML parser does in the body (and
+        // a NUL in the text column breaks readers that treat strings as C strings).
+        if decoded.contains('\0') {
+            decoded = std::borrow::Cow::Owned(decoded.replace('\0', ""));
+            if decoded.is_empty() {
+                return;
+            }
+        }
         let start = self.page.text.len() as u32;
         self.page.text.push_str(&decoded);
         let end = self.page.text.len() as u32;

@@ -11,10 +11,12 @@
 //! Every record that does not become a document is counted under a named reason:
 //! `warc_request`, `warc_metadata`, `warc_revisit`, `warc_warcinfo`, … (not responses),
 //! `http_status_not_200`, `not_html`, `no_http_headers`, `empty_record`,
-//! `oversized_page`, `oversized_record`, `truncated_record`, `bad_content_length`,
-//! `bad_warc_header`, `garbage_between_records`, `corrupt_compression`,
+//! `bad_target_uri`, `oversized_page`, `oversized_record`, `truncated_record`,
+//! `bad_content_length`, `bad_warc_header`, `garbage_between_records`, `corrupt_compression`,
 //! `url_blocklisted_domain`, `url_banned_word`, `url_soft_words`, `url_banned_subword`,
-//! `undecodable_text`, `too_complex`, `empty_text`.
+//! `undecodable_text`, `too_complex`, `empty_text`. A record whose Content-Length is
+//! wrong is kept when the next record's header (or, in the WARC/0.x dialect, the end
+//! of the input) shows where it ends and its block is a whole HTTP message.
 
 pub mod charset;
 pub mod classes;
@@ -179,6 +181,11 @@ impl WarcBatches {
         }
         if record.block.is_empty() {
             return Err("empty_record");
+        }
+        // A target URI with a NUL or another control character is not a URL, and
+        // would break whatever reads the url column as a C string or a log line.
+        if record.target_uri.chars().any(char::is_control) {
+            return Err("bad_target_uri");
         }
         let response = match http::parse(&record.block, self.source.max_page_bytes) {
             Ok(r) => r,

@@ -60,6 +60,8 @@ pub struct WarcReader<R> {
     /// The bytes up to the next record belong to a record already reported as bad:
     /// skipping them is not counted again.
     quiet_junk: bool,
+    /// Damage met while looking past a record's end, reported as the next item.
+    pending_damage: Option<String>,
 }
 
 /// What filling the buffer found.
@@ -84,6 +86,7 @@ impl<R: Read> WarcReader<R> {
             max_block,
             failed: false,
             quiet_junk: false,
+            pending_damage: None,
         }
     }
 
@@ -153,6 +156,14 @@ impl<R: Read> WarcReader<R> {
 
     /// The next record or skip; `None` at the end of the input.
     pub fn next_item(&mut self) -> io::Result<Option<Item>> {
+        if let Some(detail) = self.pending_damage.take() {
+            // Found while looking past the end of the record before.
+            self.quiet_junk = true;
+            return Ok(Some(Item::Skip {
+                reason: "corrupt_compression",
+                detail,
+            }));
+        }
         // Find the start of a record: a line beginning with "WARC/".
         let mut skipped_junk = false;
         loop {
@@ -249,6 +260,17 @@ impl<R: Read> WarcReader<R> {
                 Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
             }
         };
+        if header_len > MAX_HEADER {
+            let offset = self.offset();
+            self.pos += header_len;
+            self.quiet_junk = true;
+            return Ok(Some(Item::Skip {
+                reason: "bad_warc_header",
+                detail: format!(
+                    "WARC header of {header_len} bytes at offset {offset}, over {MAX_HEADER}"
+                ),
+            }));
+        }
         let start = self.pos;
         let offset = self.offset();
         let mut record = Record {
@@ -284,7 +306,14 @@ impl<R: Read> WarcReader<R> {
         };
 
         if length > self.max_block {
-            return self.skip_block(start + header_len, length, record);
+            // A length over the cap may be a wrong one (a short record that says it
+            // holds gigabytes): when the next record starts within the cap, this one
+            // ends there, and the records after it are not skipped with it.
+            if let Some(item) = self.resync(start, header_len, &mut record)? {
+                return Ok(Some(item));
+            }
+            let from = self.pos + header_len;
+            return self.skip_block(from, length, record);
         }
 
         // The block and the two CRLFs that end a record.
@@ -296,10 +325,34 @@ impl<R: Read> WarcReader<R> {
                 Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
             }
         }
+        // A record ended by one line end: a few more bytes show whether the next
+        // record starts there. Damage after them belongs to what follows this record.
+        let gap_ahead = self.buf[self.pos + need.min(self.end - self.pos)..self.end]
+            .iter()
+            .take(4)
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .count();
+        if self.end - self.pos >= need
+            && (1..4).contains(&gap_ahead)
+            && !self.buf[self.pos + need..self.end].starts_with(b"\r\n\r\n")
+        {
+            while self.end - self.pos < need + 9 && self.pending_damage.is_none() {
+                match self.fill()? {
+                    Fill::More => {}
+                    Fill::End => break,
+                    Fill::Damage(detail) => self.pending_damage = Some(detail),
+                }
+            }
+        }
         let start = self.pos;
         let have = self.end - start;
         if have < need {
-            self.pos = start + 1;
+            // A length past the end of the input may still be a wrong length: the
+            // record may end at a next record, or (pre-1.0) at the end of the input.
+            if let Some(item) = self.resync(start, header_len, &mut record)? {
+                return Ok(Some(item));
+            }
+            self.pos += 1;
             self.quiet_junk = true;
             return Ok(Some(Item::Skip {
                 reason: "truncated_record",
@@ -310,13 +363,27 @@ impl<R: Read> WarcReader<R> {
             }));
         }
         let tail = &self.buf[start + need..self.end.min(start + need + 4)];
+        // Older writers end a record with one line end instead of two CRLFs: that
+        // is well ended too when the next record (or the input's end) follows.
+        let after = &self.buf[start + need..self.end.min(start + need + 9)];
+        let gap = tail
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .count();
         let well_ended = tail == b"\r\n\r\n"
             || (self.eof && b"\r\n\r\n".starts_with(tail))
-            || tail.starts_with(b"\n\n");
+            || tail.starts_with(b"\n\n")
+            || (gap > 0
+                && (after[gap..].starts_with(b"WARC/") || (self.eof && gap == after.len())));
         if !well_ended {
-            // The declared length does not end where the record does: drop the record
-            // and look for the next one after its header.
-            self.pos = start + header_len;
+            // The declared length does not end where the record does: the record ends
+            // where the next one starts, if one is found within the cap and what lies
+            // between is a whole HTTP message; otherwise it is dropped and the search
+            // for the next record starts after its header.
+            if let Some(item) = self.resync(start, header_len, &mut record)? {
+                return Ok(Some(item));
+            }
+            self.pos += header_len;
             self.quiet_junk = true;
             return Ok(Some(Item::Skip {
                 reason: "bad_content_length",
@@ -329,6 +396,75 @@ impl<R: Read> WarcReader<R> {
         record.block = self.buf[start + header_len..start + need].to_vec();
         self.pos = start + need;
         Ok(Some(Item::Record(record)))
+    }
+
+    /// Resynchronises a record whose Content-Length is wrong: its block runs up to the
+    /// next line that starts a WARC header (or, for a pre-1.0 record, to the end of
+    /// the input). The record is kept when that block is a whole HTTP message (a
+    /// status line and the blank line after the headers) or the record is not a
+    /// response, and dropped as `bad_content_length` otherwise, reading on at the next
+    /// record; `None` when no such end is found within the cap (the caller decides). The buffer may grow and move: the record starts at `self.pos`,
+    /// which is `start` on entry.
+    fn resync(
+        &mut self,
+        start: usize,
+        header_len: usize,
+        record: &mut Record,
+    ) -> io::Result<Option<Item>> {
+        debug_assert_eq!(start, self.pos);
+        let mut searched = header_len;
+        let next = loop {
+            let from = self.pos + searched.saturating_sub(1);
+            if let Some(at) = next_record_start(&self.buf[from..self.end]) {
+                break Some(self.pos + searched.saturating_sub(1) + at);
+            }
+            // Keep a few bytes back: the marker may straddle the fill.
+            searched = (self.end - self.pos)
+                .saturating_sub(MAX_HEADER)
+                .max(searched);
+            if self.end - self.pos > header_len + self.max_block + MAX_HEADER {
+                return Ok(None);
+            }
+            if self.gap_pending {
+                // Damage follows what is buffered: the record cannot run past it.
+                break None;
+            }
+            match self.fill()? {
+                Fill::More => {}
+                Fill::End => break None,
+                Fill::Damage(_) => return Ok(None),
+            }
+        };
+        let start = self.pos;
+        let block_end = match next {
+            Some(at) => at,
+            None if self.eof && lenient_version(&self.buf[start..start + header_len]) => self.end,
+            None => return Ok(None),
+        };
+        let mut block = &self.buf[start + header_len..block_end];
+        while let [rest @ .., b'\r' | b'\n'] = block {
+            block = rest;
+        }
+        if block.len() > self.max_block
+            || (record.warc_type == "response" && !whole_http_message(block))
+        {
+            if next.is_none() {
+                return Ok(None);
+            }
+            // Not a page, but the next record is found: reading goes on from there.
+            self.pos = block_end;
+            self.quiet_junk = false;
+            return Ok(Some(Item::Skip {
+                reason: "bad_content_length",
+                detail: format!(
+                    "record at offset {} ({}) does not end after its Content-Length",
+                    record.offset, record.record_id
+                ),
+            }));
+        }
+        record.block = block.to_vec();
+        self.pos = block_end;
+        Ok(Some(Item::Record(std::mem::take(record))))
     }
 
     /// Streams past a block too large to hold; the record is reported as oversized
@@ -375,6 +511,50 @@ impl<R: Read> WarcReader<R> {
             ),
         }))
     }
+}
+
+/// Whether a WARC header block's version line is older than 1.0 (WARC/0.17, 0.18:
+/// ClueWeb09 and other crawls of that time, whose lengths are often wrong).
+fn lenient_version(header: &[u8]) -> bool {
+    header.starts_with(b"WARC/0.")
+}
+
+/// Where the next WARC header starts in `hay` (the index of its `W`): a line
+/// `WARC/<digits>.<digits>` followed by a header line naming a WARC field, so that
+/// "WARC/1.0" in a page's text does not count. `hay` starts just before a line start.
+fn next_record_start(hay: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = memchr::memmem::find(&hay[from..], b"\nWARC/") {
+        let at = from + i + 1;
+        from = at;
+        let line_end = match memchr::memchr(b'\n', &hay[at..]) {
+            Some(n) => at + n,
+            None => return None,
+        };
+        let version = hay[at + 5..line_end]
+            .strip_suffix(b"\r")
+            .unwrap_or(&hay[at + 5..line_end]);
+        let valid = version.split(|&b| b == b'.').count() == 2
+            && version.iter().all(|b| b.is_ascii_digit() || *b == b'.')
+            && !version.starts_with(b".")
+            && !version.ends_with(b".");
+        let next_line = &hay[line_end + 1..hay.len().min(line_end + 1 + 16)];
+        if valid && next_line.len() >= 5 && next_line[..5].eq_ignore_ascii_case(b"WARC-") {
+            return Some(at);
+        }
+        if valid && next_line.len() < 5 && line_end + 1 + next_line.len() == hay.len() {
+            // The next line is not buffered yet.
+            return None;
+        }
+    }
+    None
+}
+
+/// Whether a response block holds a status line and the end of the HTTP headers.
+fn whole_http_message(block: &[u8]) -> bool {
+    block.starts_with(b"HTTP/")
+        && (memchr::memmem::find(block, b"\r\n\r\n").is_some()
+            || memchr::memmem::find(block, b"\n\n").is_some())
 }
 
 /// The drop reason of a record that is not a response.
@@ -455,6 +635,67 @@ mod tests {
     fn zero_length_and_truncated() {
         let input = format!("{}{}", rec("z", ""), &rec("t", "0123456789")[..60]);
         assert_eq!(items(input.as_bytes()), vec!["<z>:", "truncated_record"]);
+    }
+
+    /// A WARC/0.18 record with LF line ends, a single LF after the block, and the
+    /// given Content-Length.
+    fn old_rec(id: &str, body: &str, length: usize) -> String {
+        format!(
+            "WARC/0.18\nWARC-Type: response\nWARC-Record-ID: <{id}>\nContent-Length: {length}\n\n{body}\n"
+        )
+    }
+
+    #[test]
+    fn old_dialect_lengths_are_resynchronised() {
+        let page = "HTTP/1.1 200 OK\nContent-Type: text/html\n\n<p>caf\u{e9} \u{5ddd}</p>";
+        let exact = old_rec("a", page, page.len());
+        // Counts a CR per line that is not there: runs into the next record.
+        let long = old_rec("b", page, page.len() + 3);
+        // Counts characters, not bytes: ends inside the page.
+        let short = old_rec("c", page, page.chars().count());
+        // A head that never ends is not a whole HTTP message.
+        let cut = old_rec("d", "HTTP/1.1 200 OK\nX-Cut: a", 40);
+        // The last record's length runs past the end of the input.
+        let last = old_rec("e", page, page.len() + 3);
+        let input = format!("{exact}{long}{short}{cut}{last}");
+        let want = ["<a>", "<b>", "<c>"]
+            .iter()
+            .map(|id| format!("{id}:{page}"))
+            .chain(["bad_content_length".to_string(), format!("<e>:{page}")])
+            .collect::<Vec<_>>();
+        assert_eq!(items(input.as_bytes()), want);
+    }
+
+    #[test]
+    fn a_wrong_length_around_a_whole_http_message_is_resynchronised() {
+        let page = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>x</p>";
+        let short = rec("a", page).replace(
+            &format!("Content-Length: {}", page.len()),
+            "Content-Length: 20",
+        );
+        let long = rec("b", page).replace(
+            &format!("Content-Length: {}", page.len()),
+            &format!("Content-Length: {}", page.len() + 30),
+        );
+        // A page quoting a WARC version line: not a record start.
+        let quoting = "HTTP/1.1 200 OK\r\n\r\nsee\nWARC/1.0\nin the spec";
+        let quoting_short = rec("q", quoting).replace(
+            &format!("Content-Length: {}", quoting.len()),
+            "Content-Length: 10",
+        );
+        let input = format!("{short}{long}{quoting_short}{}", rec("c", "c"));
+        assert_eq!(
+            items(input.as_bytes()),
+            vec![
+                format!("<a>:{page}"),
+                format!("<b>:{page}"),
+                format!("<q>:{quoting}"),
+                "<c>:c".to_string()
+            ]
+        );
+        // At the end of a WARC/1.0 input a long length is a truncated record.
+        let input = format!("{}{long}", rec("c", "c"));
+        assert_eq!(items(input.as_bytes()), vec!["<c>:c", "truncated_record"]);
     }
 
     #[test]
