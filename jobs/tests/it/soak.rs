@@ -68,9 +68,14 @@ fn sample_group(pgid: u32) -> (u64, u64) {
     (rss_kib / 1024, fds)
 }
 
+/// SIGKILL to the child's process group (its pid: it was started as a group leader).
+/// `-s KILL -- -<group>`: procps-ng 4.0's `kill -KILL -<group>` signals every process
+/// the caller may signal, as `kill -1` would (seen here: it took the machine's shell).
 fn kill_group(child: &mut Child) {
+    let pgid = child.id();
+    assert!(pgid > 1, "process group {pgid}");
     let _ = std::process::Command::new("kill")
-        .args(["-KILL", &format!("-{}", child.id())])
+        .args(["-s", "KILL", "--", &format!("-{pgid}")])
         .status();
     let _ = child.wait();
 }
