@@ -21,6 +21,10 @@
 //!    A `nav`/`header`/`footer`/`aside` is weighed by its prose instead (blocks of 40
 //!    bytes or more outside links): it stays only when it holds `semantic_share` of
 //!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
+//!    The comments guard does not hold beside an article of the page's own (a blog
+//!    post's comment section), unless the address names a discussion; class-marked
+//!    headers and footers that come [`COMPONENT_PARTS`] times or more are parts of
+//!    cards and stay.
 //! 3. Root (weighed by text outside links plus a quarter of link text, so that a
 //!    listing of linked items has weight where its items are): the largest
 //!    content-marked element (`article`, `main`, `itemprop=articleBody`,
@@ -246,6 +250,106 @@ fn prose(page: &Page, removed: &[bool]) -> Vec<u64> {
     out
 }
 
+/// From this many separate class-marked headers (or footers) on, a page's headers are
+/// the parts of repeated components, not its masthead.
+const COMPONENT_PARTS: u32 = 5;
+
+/// Per group: whether its class-marked headers or footers are parts of components (a
+/// card's header holding a product's title and a link to it, `item-card__header`),
+/// because the page has [`COMPONENT_PARTS`] or more of them, none inside another. A
+/// site's masthead and footer come once or twice.
+fn component_parts(page: &Page) -> [bool; GROUPS] {
+    let mut count = [0u32; GROUPS];
+    let mut inside = vec![false; page.nodes.len()];
+    for (id, node) in page.nodes.iter().enumerate() {
+        let above = parent(node.parent).is_some_and(|p| inside[p]);
+        let part =
+            matches!(node.group, Group::Header | Group::Footer) && node.flags & SEMANTIC == 0;
+        if part && !above {
+            count[node.group as usize] += 1;
+        }
+        inside[id] = above || part;
+    }
+    count.map(|c| c >= COMPONENT_PARTS)
+}
+
+/// Prose (bytes in blocks of 40+ outside links) of a content-marked element that makes
+/// the comments around it reader comments, not the posts of a thread.
+const ARTICLE_PROSE: u64 = 1000;
+
+/// Words of an address (host labels, path segments, split at every character that
+/// is not a letter or a digit) that name a discussion: forum software and Q&A sites
+/// put them there (`/forum/…`, `/threads/…`, Discourse's `/t/…`, `viewtopic.php`,
+/// `/questions/…`, Reddit's `/comments/…`).
+const DISCUSSION_WORDS: &[&str] = &[
+    "forum",
+    "forums",
+    "thread",
+    "threads",
+    "topic",
+    "topics",
+    "viewtopic",
+    "showthread",
+    "discussion",
+    "discussions",
+    "discuss",
+    "community",
+    "communities",
+    "board",
+    "boards",
+    "t",
+    "questions",
+    "answers",
+    "comments",
+];
+
+/// Whether a page's address names a discussion (see [`DISCUSSION_WORDS`]); the query
+/// and fragment are not read.
+pub fn discussion_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    rest.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| DISCUSSION_WORDS.iter().any(|d| w.eq_ignore_ascii_case(d)))
+}
+
+/// Whether the page holds an article of its own beside its comments: a content-marked
+/// element outside every comments-marked one, with [`ARTICLE_PROSE`] of prose of its
+/// own (not counting comments inside it) and more of its own than of comments inside
+/// it (a blog post followed by its comment section, a story with a comment counter in
+/// its header), on a page whose address does not name a discussion. Then the comments
+/// are comments however long they run; otherwise comments that hold most of the page
+/// are the posts of a thread and stay.
+fn comments_beside_article(page: &Page, weights: &Weights) -> bool {
+    if page.discussion {
+        return false;
+    }
+    let n = page.nodes.len();
+    let mut in_comments = vec![false; n];
+    for (id, node) in page.nodes.iter().enumerate() {
+        in_comments[id] =
+            node.group == Group::Comments || parent(node.parent).is_some_and(|p| in_comments[p]);
+    }
+    // Prose of the outermost comments-marked elements inside each element.
+    let mut comment_prose = vec![0u64; n];
+    for id in (0..n).rev() {
+        let node = &page.nodes[id];
+        let up = parent(node.parent);
+        if node.group == Group::Comments && !up.is_some_and(|p| in_comments[p]) {
+            comment_prose[id] = weights.prose[id];
+        }
+        if let Some(p) = up {
+            comment_prose[p] += comment_prose[id];
+        }
+    }
+    (0..n).any(|id| {
+        let own = weights.prose[id].saturating_sub(comment_prose[id]);
+        page.nodes[id].flags & CONTENT != 0
+            && !in_comments[id]
+            && own >= ARTICLE_PROSE
+            && comment_prose[id] < own
+    })
+}
+
 fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Analysis {
     let n = page.nodes.len();
     let weight = &weights.clean;
@@ -304,6 +408,8 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             depth[a] > body_depth
         })
     };
+    let comments_beside_article = comments_beside_article(page, weights);
+    let component_parts = component_parts(page);
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
@@ -315,7 +421,9 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             Level::Bare => false,
         } && (node.group == Group::Consent
             || (node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
-            || group_text[node.group as usize] as f64 <= limit);
+            || group_text[node.group as usize] as f64 <= limit
+            || node.group == Group::Comments && comments_beside_article)
+            && !(node.flags & SEMANTIC == 0 && component_parts[node.group as usize]);
         removed[id] = inherited
             || node.kind == Kind::Skip
             || node.flags & HIDDEN != 0
@@ -866,6 +974,83 @@ tide</pre></article></body>"#;
         );
         assert!(got.contains("Fish tacos with mango salsa"), "{got}");
         assert!(!got.contains("Next page"), "{got}");
+    }
+
+    #[test]
+    fn long_comment_sections_go_unless_the_page_is_a_discussion() {
+        let para = "The spray keeps aphids off the beans for a week, and rain does not wash it away quickly. ";
+        let comment = |i: usize| {
+            format!(
+                "<li class=\"comment\"><p class=\"comment-author\">Reader {i}</p>\
+                 <div class=\"comment-content\"><p>Comment {i}: I tried this on my roses \
+                 and it worked better than anything from the store, thank you so much.</p></div></li>"
+            )
+        };
+        let html = format!(
+            "<body><article class=\"post entry\"><h1>Garden spray</h1><p>{}</p></article>\
+             <div id=\"comments\" class=\"entry-comments\"><h3>40 Comments</h3>\
+             <ol class=\"comment-list\">{}</ol></div></body>",
+            para.repeat(20),
+            (0..40).map(comment).collect::<String>()
+        );
+        let mut page = parse(&html, 1_000_000);
+        // A blog post: its long comment section is not its text.
+        let blog = main_text(&page, &Options::default());
+        assert!(blog.starts_with("The spray keeps aphids"), "{blog}");
+        assert!(!blog.contains("Comment 7"), "{blog}");
+        // The same markup at a forum's address: the replies are the thread.
+        page.discussion = true;
+        let thread = main_text(&page, &Options::default());
+        assert!(thread.contains("Comment 7"), "{thread}");
+        assert!(thread.contains("The spray keeps aphids"), "{thread}");
+    }
+
+    #[test]
+    fn headers_of_repeated_cards_are_their_titles() {
+        let card = |i: usize| {
+            format!(
+                "<div class=\"item-card\"><div class=\"item-card__header\"><a href=\"/i/{i}\">\
+                 <h3>Hand-thrown stoneware mug number {i}</h3></a></div>\
+                 <div class=\"item-card__body\"><p>A glazed mug that holds a large coffee, {i}.</p></div></div>"
+            )
+        };
+        let html = format!(
+            "<body><div class=\"site-header\"><p>Free shipping on every order over fifty dollars today</p></div>\
+             <div class=\"grid\">{}</div></body>",
+            (0..6).map(card).collect::<String>()
+        );
+        let text = text(&html);
+        assert!(
+            text.contains("Hand-thrown stoneware mug number 4"),
+            "{text}"
+        );
+        // One class-marked header: the site's masthead, gone.
+        let one = "<body><div class=\"site-header\"><p>Free shipping on every order over fifty dollars today</p></div>\
+             <article><p>The mug holds a large coffee and keeps it warm for a long while.</p></article></body>";
+        assert_eq!(
+            self::text(one),
+            "The mug holds a large coffee and keeps it warm for a long while."
+        );
+    }
+
+    #[test]
+    fn discussion_addresses() {
+        for url in [
+            "https://www.example.com/forum/consulting/is-it-worth-it",
+            "https://community.example.io/t/stuck-on-update/71234",
+            "https://example.com/viewtopic.php?t=12",
+            "https://www.reddit.com/r/rust/comments/abc123/title/",
+            "https://cooking.stackexchange.com/questions/123/why",
+        ] {
+            assert!(discussion_url(url), "{url}");
+        }
+        for url in [
+            "https://www.example.com/2015/07/organic-pest-control-garden-spray.html",
+            "https://shop.example.com/products/socks?topic=forum",
+            "https://example.com/blog/threading-a-needle",
+        ] {
+            assert!(!discussion_url(url), "{url}");
+        }
     }
 
     #[test]

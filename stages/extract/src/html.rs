@@ -83,6 +83,10 @@ pub struct Page {
     /// Text of `<title>`, and the `og:title` meta property.
     pub title: Option<String>,
     pub og_title: Option<String>,
+    /// Set by the caller when the page's address names a discussion (a forum, a thread,
+    /// a topic, questions): its comments are then its posts (see
+    /// [`crate::extract::discussion_url`]).
+    pub discussion: bool,
 }
 
 const fn h(name: &[u8]) -> u64 {

@@ -358,7 +358,8 @@ impl Extract {
         if decoded.replaced as f64 > self.max_replaced_share * chars as f64 {
             return Err("undecodable_text");
         }
-        let page = html::parse(&decoded.text, self.max_tags);
+        let mut page = html::parse(&decoded.text, self.max_tags);
+        page.discussion = extract::discussion_url(url);
         if page.over_budget {
             return Err("too_complex");
         }
