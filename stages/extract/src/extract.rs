@@ -23,7 +23,7 @@
 //!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
 //!    The comments guard does not hold beside an article of the page's own (a blog
 //!    post's comment section), unless the address names a discussion; class-marked
-//!    headers and footers that come [`COMPONENT_PARTS`] times or more are parts of
+//!    headers and footers that come five times or more are parts of
 //!    cards and stay.
 //! 3. Root (weighed by text outside links plus a quarter of link text, so that a
 //!    listing of linked items has weight where its items are): the largest
@@ -303,7 +303,8 @@ const DISCUSSION_WORDS: &[&str] = &[
     "comments",
 ];
 
-/// Whether a page's address names a discussion (see [`DISCUSSION_WORDS`]); the query
+/// Whether a page's address names a discussion (a word such as `forum`, `thread`,
+/// `topic`, `t` or `questions` among its host labels and path segments); the query
 /// and fragment are not read.
 pub fn discussion_url(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
