@@ -226,8 +226,19 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
     {
         flags |= CONTENT;
     }
+    // Layout modifiers (`has-sidebar`, `has-rail-right`, `no-sidebar`, `with-header`)
+    // say what sits beside an element, not what it is: they name no group.
+    let named: String = if is_class {
+        value
+            .split_ascii_whitespace()
+            .filter(|t| !is_layout_modifier(t))
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        value.to_string()
+    };
     let mut buf = String::new();
-    for_words(value, &mut buf, |w| {
+    for_words(&named, &mut buf, |w| {
         if group == Group::None
             && let Some((_, g)) = WORDS.iter().find(|(p, _)| word_matches(p, w))
         {
@@ -243,6 +254,17 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
         group = Group::None;
     }
     (flags, group)
+}
+
+/// Whether a class token describes the element's layout (`has-…`, `with-…`, `no-…`,
+/// `without-…`).
+fn is_layout_modifier(token: &str) -> bool {
+    let t = token.to_ascii_lowercase();
+    [
+        "has-", "has_", "with-", "with_", "no-", "no_", "without-", "without_",
+    ]
+    .iter()
+    .any(|p| t.starts_with(p))
 }
 
 /// What an ARIA role marks.
@@ -290,6 +312,10 @@ mod tests {
         assert_eq!(classify("blogContent", true).0 & CONTENT, CONTENT);
         assert_eq!(classify("contents-list", true).0 & CONTENT, 0);
         assert_eq!(classify("comment-list", true).1, Group::Comments);
+        // Layout modifiers name what sits beside the element.
+        assert_eq!(classify("main-wrap has-rail-right", true).1, Group::None);
+        assert_eq!(classify("page no-sidebar", true).1, Group::None);
+        assert_eq!(classify("has-sidebar sidebar-left", true).1, Group::Sidebar);
         assert_eq!(classify("shadow", true).1, Group::None);
     }
 }
