@@ -575,6 +575,15 @@ fn disk_full_and_read_only_output() {
     // Leave room for about two and a half inputs' outputs.
     let ballast = fs.path().join("ballast");
     let output = fs.path().join("out");
+    let rerun_equals_clean = |what: &str| {
+        let out = extract_into(inputs.path(), &output);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(visible(&output) == want, "{what} differs from a clean run");
+    };
     let total = 20 << 20;
     let room = per_input * 5 / 2 + (64 << 10);
     std::fs::write(&ballast, vec![0u8; total - room]).expect("ballast");
@@ -611,16 +620,7 @@ fn disk_full_and_read_only_output() {
     );
 
     std::fs::remove_file(&ballast).expect("remove ballast");
-    let out = extract_into(inputs.path(), &output);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        visible(&output) == want,
-        "the rerun with room differs from a clean run"
-    );
+    rerun_equals_clean("the rerun with room");
 
     // Read-only: the same promises, and a rerun after remounting read-write.
     std::fs::remove_dir_all(&output).expect("clear");
@@ -637,16 +637,7 @@ fn disk_full_and_read_only_output() {
     );
     fs.remount("rw");
     assert!(visible(&output).is_empty());
-    let out = extract_into(inputs.path(), &output);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        visible(&output) == want,
-        "the rerun after read-only differs from a clean run"
-    );
+    rerun_equals_clean("the rerun after read-only");
 }
 
 /// Keys under the input prefix that could name an output outside the output prefix
