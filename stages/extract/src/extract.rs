@@ -22,7 +22,8 @@
 //!    bytes or more outside links): it stays only when it holds `semantic_share` of
 //!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
 //!    The comments guard does not hold beside an article of the page's own (a blog
-//!    post's comment section), unless the address names a discussion; class-marked
+//!    post's comment section; a short one when the page declares `og:type` `article`),
+//!    unless the address names a discussion; class-marked
 //!    headers and footers that come five times or more are parts of
 //!    cards and stay.
 //! 3. Root (weighed by text outside links plus a quarter of link text, so that a
@@ -277,6 +278,10 @@ fn component_parts(page: &Page) -> [bool; GROUPS] {
 /// the comments around it reader comments, not the posts of a thread.
 const ARTICLE_PROSE: u64 = 1000;
 
+/// The same on a page that says it is an article (`og:type` `article`): a short post
+/// with a long comment section.
+const DECLARED_ARTICLE_PROSE: u64 = 300;
+
 /// Words of an address (host labels, path segments, split at every character that
 /// is not a letter or a digit) that name a discussion: forum software and Q&A sites
 /// put them there (`/forum/…`, `/threads/…`, Discourse's `/t/…`, `viewtopic.php`,
@@ -342,11 +347,16 @@ fn comments_beside_article(page: &Page, weights: &Weights) -> bool {
             comment_prose[p] += comment_prose[id];
         }
     }
+    let least = if page.og_article {
+        DECLARED_ARTICLE_PROSE
+    } else {
+        ARTICLE_PROSE
+    };
     (0..n).any(|id| {
         let own = weights.prose[id].saturating_sub(comment_prose[id]);
         page.nodes[id].flags & CONTENT != 0
             && !in_comments[id]
-            && own >= ARTICLE_PROSE
+            && own >= least
             && comment_prose[id] < own
     })
 }
@@ -1032,6 +1042,36 @@ tide</pre></article></body>"#;
             self::text(one),
             "The mug holds a large coffee and keeps it warm for a long while."
         );
+    }
+
+    #[test]
+    fn a_declared_article_keeps_a_short_post_without_its_comments() {
+        let comment = |i: usize| {
+            format!(
+                "<li class=\"comment\"><div class=\"comment-content\"><p>Comment {i}: what a \
+                 lovely list, I have watched half of these with my family over the holidays.</p></div></li>"
+            )
+        };
+        let page = |og: &str| {
+            format!(
+                "<html><head>{og}</head><body><article class=\"post entry\">\
+                 <p>Day eight of the comfort watches: a film about a bakery, a town and a dog \
+                 that knows when the bread is ready. Tell me yours below, and be kind.</p>\
+                 <p>Tomorrow: the one with the train, which everybody already knows by heart.</p>\
+                 <p>The day after, a quiet one about a lighthouse keeper and his radio, for \
+                 the evenings when nobody wants to talk and everybody wants the sea. Bring \
+                 a blanket and a pot of tea.</p></article>\
+                 <div id=\"comments\"><ol class=\"comment-list\">{}</ol></div></body></html>",
+                (0..30).map(comment).collect::<String>()
+            )
+        };
+        // A short post (under 1,000 bytes of prose): its comments could be a thread's
+        // posts, and stay, unless the page says it is an article.
+        let undeclared = text(&page(""));
+        assert!(undeclared.contains("Comment 12"), "{undeclared}");
+        let declared = text(&page("<meta property=\"og:type\" content=\"article\">"));
+        assert!(declared.contains("Day eight"), "{declared}");
+        assert!(!declared.contains("Comment 12"), "{declared}");
     }
 
     #[test]

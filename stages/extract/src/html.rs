@@ -87,6 +87,8 @@ pub struct Page {
     /// a topic, questions): its comments are then its posts (see
     /// [`crate::extract::discussion_url`]).
     pub discussion: bool,
+    /// The page says it is an article (`og:type` `article`).
+    pub og_article: bool,
 }
 
 const fn h(name: &[u8]) -> u64 {
@@ -247,8 +249,14 @@ impl Builder<'_> {
         }
         let (kind, void) = kind(lower);
         if void {
-            if lower == b"meta" && self.page.og_title.is_none() {
-                self.page.og_title = og_title(attrs);
+            if lower == b"meta" {
+                if self.page.og_title.is_none() {
+                    self.page.og_title = og_property(attrs, "og:title");
+                }
+                if og_property(attrs, "og:type").is_some_and(|t| t.eq_ignore_ascii_case("article"))
+                {
+                    self.page.og_article = true;
+                }
             }
             if name_hash == BR || name_hash == HR {
                 self.page.events.push(Event::Break);
@@ -492,12 +500,13 @@ fn parse_attrs(attrs: &str, class_rules: bool, marks: &mut Marks) {
 }
 
 /// The `og:title` of a `<meta>` tag's attributes, if it is one.
-fn og_title(attrs: &str) -> Option<String> {
+/// The content of a `<meta>` naming the Open Graph `property` (as `property` or `name`).
+fn og_property(attrs: &str, property: &str) -> Option<String> {
     let mut is_og = false;
     let mut content = None;
     for_attrs(attrs, |name, value| {
         if (name.eq_ignore_ascii_case("property") || name.eq_ignore_ascii_case("name"))
-            && value.eq_ignore_ascii_case("og:title")
+            && value.eq_ignore_ascii_case(property)
         {
             is_og = true;
         } else if name.eq_ignore_ascii_case("content") {
