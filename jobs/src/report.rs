@@ -237,6 +237,29 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         ));
     }
 
+    // Changes stages counted without dropping (PII replaced, by kind).
+    let counted: Vec<&StepStatus> = doc_steps
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| !s.stats.counts.is_empty())
+        .collect();
+    if !counted.is_empty() {
+        html.push_str("<h2>Changes in kept text</h2>\n");
+        for s in counted {
+            let items: Vec<(String, f64)> = s
+                .stats
+                .counts
+                .iter()
+                .map(|(k, n)| (k.clone(), *n as f64))
+                .collect();
+            html.push_str(&bar_chart(
+                &format!("Step {}: replacements, by kind", s.name),
+                &items,
+                "",
+            ));
+        }
+    }
+
     html.push_str("<h2>Languages</h2>\n");
     let last_docs = p
         .steps

@@ -45,7 +45,7 @@ pub struct Pipeline {
     #[serde(default)]
     pub threads: usize,
     /// Each stage's configuration, by stage name (`extract`, `langid`, `quality`,
-    /// `toxicity`, `import`, `dedup`, `tokenize`).
+    /// `pii`, `toxicity`, `import`, `dedup`, `tokenize`).
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
     /// The steps, in order.

@@ -49,6 +49,12 @@ pub const CHAIN: &[ChainStage] = &[
         build: |_, p| Ok(quality::step(&p.stage_config("quality")?)),
     },
     ChainStage {
+        name: "pii",
+        starts_chain: false,
+        check: |p| p.stage_config::<pii::Config>("pii").map(drop),
+        build: |_, p| pii::step(&p.stage_config("pii")?),
+    },
+    ChainStage {
         name: "toxicity",
         starts_chain: false,
         check: |p| p.stage_config::<toxicity::Config>("toxicity").map(drop),

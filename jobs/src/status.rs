@@ -189,6 +189,9 @@ pub fn render(run: &Location, steps: &[StepStatus], stalled_after: u64) -> Strin
         for (reason, n) in &st.stats.drops {
             s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
         }
+        for (what, n) in &st.stats.counts {
+            s.push_str(&format!("{:<14}   counted {what}: {n}\n", ""));
+        }
         for r in &st.running {
             let what = if r.seen_secs_ago > stalled_after {
                 "stalled or failed"

@@ -30,6 +30,9 @@ pub struct Document {
     /// Bytes a source read but did not decode (a web page), for the stage that turns
     /// them into `text`. Never written to shards.
     pub payload: Option<Payload>,
+    /// Events stages counted on this document without dropping it (PII replaced, by
+    /// kind), added to the input's [`crate::Stats::counts`]. Never written to shards.
+    pub counts: Vec<(&'static str, u64)>,
 }
 
 /// Undecoded bytes of a document, with what their container said about them.
@@ -59,6 +62,14 @@ impl Document {
         {
             Some(slot) => slot.1 = value,
             None => self.annotations.push((column, value)),
+        }
+    }
+
+    /// Adds `n` to the event `name` counted on this document (see [`Document::counts`]).
+    pub fn count(&mut self, name: &'static str, n: u64) {
+        match self.counts.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 += n,
+            None => self.counts.push((name, n)),
         }
     }
 

@@ -533,6 +533,9 @@ fn process_input(
         for (i, (doc, verdict)) in docs.iter().zip(&verdicts).enumerate() {
             let bucket = crate::stats::length_bucket(doc.text.len());
             *stats.length_in.entry(bucket).or_default() += 1;
+            for (name, n) in &doc.counts {
+                *stats.counts.entry((*name).to_string()).or_default() += n;
+            }
             match verdict {
                 Verdict::Keep => {
                     stats.keep();

@@ -25,6 +25,10 @@ pub struct Stats {
     /// The same for the documents it kept.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub length_out: BTreeMap<u8, u64>,
+    /// Events stages counted without dropping a document, by name (`pii_email`: e-mail
+    /// addresses replaced), over every document the stages looked at.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
 }
 
 /// The histogram bucket of a text of `bytes` bytes (see [`Stats::length_in`]).
@@ -75,6 +79,9 @@ impl Stats {
         }
         for (k, n) in &other.length_out {
             *self.length_out.entry(*k).or_default() += n;
+        }
+        for (k, n) in &other.counts {
+            *self.counts.entry(k.clone()).or_default() += n;
         }
     }
 }

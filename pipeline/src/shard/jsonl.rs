@@ -274,6 +274,7 @@ fn parse(
         token_count: take("token_count").and_then(|v| v.as_i64()),
         annotations: Vec::new(),
         payload: None,
+        counts: Vec::new(),
     };
     for (k, v) in nested {
         record.entry(k).or_insert(v);

@@ -603,6 +603,7 @@ fn convert(
             token_count,
             annotations: Vec::new(),
             payload: None,
+            counts: Vec::new(),
         });
     }
     let rows = batch.num_rows() as u64;

@@ -53,6 +53,7 @@ fn document() -> impl Strategy<Value = Document> {
                     token_count,
                     annotations: Vec::new(),
                     payload: None,
+                    counts: Vec::new(),
                 }
             },
         )
