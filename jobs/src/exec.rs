@@ -159,6 +159,19 @@ pub fn run_task(
             let clusters = needs(&spec.clusters, "clusters")?;
             dedup::index::index(storage, &opts, &p.stage_config("dedup")?, &clusters)
         }
+        Kind::DedupSubstring => dedup::substring::substring(
+            storage,
+            &opts,
+            &p.stage_config::<dedup::Config>("dedup")?.substring,
+        ),
+        Kind::DedupSubstringFilter => {
+            let cuts = needs(&spec.clusters, "clusters")?;
+            let step = dedup::substring::filter_step(
+                &p.stage_config::<dedup::Config>("dedup")?.substring,
+                &cuts.to_string(),
+            )?;
+            pipeline::run(&step, storage, &opts)
+        }
         Kind::TokenizeTrain => Ok(tokenize::train_step(
             storage,
             &opts,
@@ -175,6 +188,9 @@ pub fn run_task(
                 &config.encode.end_of_document,
             )?;
             tokenize::encode(storage, &opts, &config.encode, &loaded)
+        }
+        Kind::DecontamIndex => {
+            decontam::index_step(storage, &opts, &crate::stages::decontam_config(p)?)
         }
         Kind::Train => crate::train::train(
             storage,

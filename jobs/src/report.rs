@@ -253,7 +253,10 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
                 .map(|(k, n)| (k.clone(), *n as f64))
                 .collect();
             html.push_str(&bar_chart(
-                &format!("Step {}: replacements, by kind", s.name),
+                &format!(
+                    "Step {}: changes counted (PII replaced, documents each evaluation set caught, bytes cut)",
+                    s.name
+                ),
                 &items,
                 "",
             ));

@@ -19,8 +19,9 @@
 //!
 //! A step is a chain of per-document stages fused in one pass (`stages`), or one phase
 //! of a multi-phase stage (`phase`: `dedup.signatures`, `dedup.buckets`,
-//! `dedup.clusters`, `dedup.filter`, `dedup.index`, `tokenize.train`,
-//! `tokenize.encode`, `train`). `input` names an earlier step (its output) or an address;
+//! `dedup.clusters`, `dedup.filter`, `dedup.index`, `dedup.substring`,
+//! `dedup.substring_filter`, `tokenize.train`,
+//! `tokenize.encode`, `decontam.index`, `train`). `input` names an earlier step (its output) or an address;
 //! phases that need a second input name it the same way: `clusters` (dedup.filter,
 //! dedup.index), `tokenizer` (tokenize.encode), `against` (dedup.buckets).
 
@@ -45,7 +46,7 @@ pub struct Pipeline {
     #[serde(default)]
     pub threads: usize,
     /// Each stage's configuration, by stage name (`extract`, `langid`, `quality`,
-    /// `pii`, `toxicity`, `import`, `dedup`, `tokenize`).
+    /// `pii`, `decontam`, `toxicity`, `import`, `dedup`, `tokenize`).
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
     /// The steps, in order.
@@ -102,8 +103,15 @@ pub enum Kind {
     DedupClusters,
     DedupFilter,
     DedupIndex,
+    /// Exact-substring dedup: the cuts per input (`phase = "dedup.substring"`).
+    DedupSubstring,
+    /// The cuts applied (`phase = "dedup.substring_filter"`, `clusters` names the
+    /// substring step).
+    DedupSubstringFilter,
     TokenizeTrain,
     TokenizeEncode,
+    /// The n-gram index of evaluation sets (`phase = "decontam.index"`).
+    DecontamIndex,
     /// The bundled trainer on a tokens step's shards (`phase = "train"`).
     Train,
 }
@@ -113,13 +121,16 @@ impl Kind {
     pub fn single_task(self) -> bool {
         matches!(
             self,
-            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train
+            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex
         )
     }
 
     /// Whether the step writes documents (its output is the next step's input).
     pub fn writes_documents(self) -> bool {
-        matches!(self, Kind::Chain | Kind::DedupFilter)
+        matches!(
+            self,
+            Kind::Chain | Kind::DedupFilter | Kind::DedupSubstringFilter
+        )
     }
 }
 
@@ -153,8 +164,11 @@ impl StepSpec {
                 "dedup.clusters" => Kind::DedupClusters,
                 "dedup.filter" => Kind::DedupFilter,
                 "dedup.index" => Kind::DedupIndex,
+                "dedup.substring" => Kind::DedupSubstring,
+                "dedup.substring_filter" => Kind::DedupSubstringFilter,
                 "tokenize.train" => Kind::TokenizeTrain,
                 "tokenize.encode" => Kind::TokenizeEncode,
+                "decontam.index" => Kind::DecontamIndex,
                 "train" => Kind::Train,
                 other => return bad(format!("unknown phase {other:?}")),
             }),

@@ -49,6 +49,12 @@ pub const CHAIN: &[ChainStage] = &[
         build: |_, p| Ok(quality::step(&p.stage_config("quality")?)),
     },
     ChainStage {
+        name: "decontam",
+        starts_chain: false,
+        check: |p| p.stage_config::<decontam::Config>("decontam").map(drop),
+        build: |s, p| decontam::step(s, &decontam_config(p)?),
+    },
+    ChainStage {
         name: "pii",
         starts_chain: false,
         check: |p| p.stage_config::<pii::Config>("pii").map(drop),
@@ -68,6 +74,9 @@ pub const PHASED: &[(&str, ConfigCheck)] = &[
     ("dedup", |p| {
         p.stage_config::<dedup::Config>("dedup").map(drop)
     }),
+    ("decontam", |p| {
+        p.stage_config::<decontam::Config>("decontam").map(drop)
+    }),
     ("tokenize", |p| {
         p.stage_config::<tokenize::Config>("tokenize").map(drop)
     }),
@@ -77,6 +86,18 @@ pub const PHASED: &[(&str, ConfigCheck)] = &[
         p.stage_config::<toml::Table>("train").map(drop)
     }),
 ];
+
+/// `[config.decontam]` with its `index` resolved: the name of a `decontam.index` step
+/// stands for that step's output.
+pub fn decontam_config(p: &Pipeline) -> Result<decontam::Config> {
+    let mut config: decontam::Config = p.stage_config("decontam")?;
+    if let Some(name) = &config.index
+        && p.steps.iter().any(|s| &s.name == name)
+    {
+        config.index = Some(p.step_output(name)?.to_string());
+    }
+    Ok(config)
+}
 
 /// The chain stage named `name`.
 pub fn chain_stage(name: &str) -> Option<&'static ChainStage> {

@@ -68,11 +68,15 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
         let output = p.step_output(&spec.name)?;
         let (done, stats) = crate::exec::marker_stats(storage, &output)?;
         let total = match kind {
-            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train => Some(1),
-            Kind::DedupBuckets | Kind::DedupIndex => None,
-            Kind::Chain | Kind::DedupSignatures | Kind::DedupFilter | Kind::TokenizeEncode => {
-                Some(count_inputs(storage, &p, i)?)
+            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex => {
+                Some(1)
             }
+            Kind::DedupBuckets | Kind::DedupIndex | Kind::DedupSubstring => None,
+            Kind::Chain
+            | Kind::DedupSignatures
+            | Kind::DedupFilter
+            | Kind::DedupSubstringFilter
+            | Kind::TokenizeEncode => Some(count_inputs(storage, &p, i)?),
         };
         let running = list_started(storage, &output)?
             .into_iter()

@@ -486,3 +486,38 @@ pub fn s3_bucket(prefix: &str) -> Option<(Storage, String, String)> {
         .expect("create the test bucket");
     Some((storage, endpoint, bucket))
 }
+
+/// Runs the Python reference `script` of a cross-check with `input` on its standard
+/// input and returns what it printed; `None` (the check is skipped) when it fails
+/// outside CI, for instance because the Python package it compares with is missing.
+/// Under `CI` a failure fails the test, so CI cannot skip a cross-check by accident.
+pub fn python_reference(script: &Path, input: Vec<u8>) -> Option<String> {
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // Fed from another thread: the reference answers as it reads, and a full stdout
+    // pipe would otherwise block both sides.
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().expect("python3");
+    feeder.join().expect("feeder thread").expect("send input");
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} failed: {err}",
+            script.display()
+        );
+        eprintln!(
+            "{} unavailable, cross-check skipped: {err}",
+            script.display()
+        );
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}

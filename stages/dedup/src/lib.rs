@@ -26,6 +26,7 @@ pub mod clusters;
 pub mod filter;
 pub mod index;
 pub mod signatures;
+pub mod substring;
 // The file formats and shared machinery.
 pub mod dups;
 pub mod index_files;
@@ -133,6 +134,8 @@ pub struct Config {
     pub read_chunk_bytes: u64,
     /// Memory the read buffers of one merge may use in all (two chunks per input).
     pub merge_memory_bytes: u64,
+    /// Exact-substring dedup (`dedup.substring`, `dedup.substring_filter`).
+    pub substring: substring::SubstringConfig,
 }
 
 impl Default for Config {
@@ -147,6 +150,7 @@ impl Default for Config {
             batch_docs: 4096,
             read_chunk_bytes: 16 << 20,
             merge_memory_bytes: 1 << 30,
+            substring: substring::SubstringConfig::default(),
         }
     }
 }

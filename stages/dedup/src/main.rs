@@ -1,4 +1,5 @@
-//! `mill-dedup`: MinHash, exact-text and URL deduplication in four phases.
+//! `mill-dedup`: MinHash, exact-text and URL deduplication in four phases; exact-substring
+//! dedup in two.
 // Doc comments here are clap's --help text (<output> paths), not API docs.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
@@ -47,6 +48,22 @@ enum Command {
         /// The clusters phase's output.
         #[arg(long)]
         clusters: String,
+    },
+    /// Exact-substring dedup, phase 1: the inputs (documents) in partitions of
+    /// [substring] partition_bytes; spans of min_tokens or more that occur earlier are
+    /// listed per input (<output>/<stem>.cuts).
+    Substring {
+        #[command(flatten)]
+        stage: StageArgs,
+    },
+    /// Exact-substring dedup, phase 2: --input is the same documents; cuts what the
+    /// substring phase listed, drops documents left too short (substring_dup).
+    SubstringFilter {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// The substring phase's output.
+        #[arg(long)]
+        cuts: String,
     },
     /// Append the documents a finished run kept to an index (--output), for later
     /// `buckets --against`; --input is the signature folder.
@@ -109,6 +126,20 @@ fn main() -> anyhow::Result<()> {
         Command::Filter { stage, clusters } => {
             pipeline::cli::run_stage(&stage, |storage, config: &dedup::Config| {
                 dedup::filter::step(storage, config, &clusters)
+            })?;
+        }
+        Command::Substring { stage } => {
+            init_logging(stage.log_format);
+            let config: dedup::Config = stage.load_config(&storage)?;
+            let opts = stage.options()?;
+            let report = dedup::substring::substring(&storage, &opts, &config.substring)?;
+            if !opts.dry_run {
+                println!("{}", summary(dedup::substring::STEP, &report));
+            }
+        }
+        Command::SubstringFilter { stage, cuts } => {
+            pipeline::cli::run_stage(&stage, |_, config: &dedup::Config| {
+                dedup::substring::filter_step(&config.substring, &cuts)
             })?;
         }
         Command::Index { stage, clusters } => {

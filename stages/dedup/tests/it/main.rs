@@ -1,6 +1,9 @@
 //! Tests of mill-dedup: all phases on fixtures (golden), conformance of the signature and
 //! filter phases, the merge against brute force, resume of every phase, incremental runs
-//! against an index, and one run on the loopback S3 server.
+//! against an index, and one run on the loopback S3 server; exact-substring dedup in
+//! [`substring`].
+
+mod substring;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -12,6 +15,7 @@ use dedup::pairs::pairs;
 use dedup::runs::{Entry, Layout, RunWriter, SectionReader, read_header, slots};
 use dedup::{Config, Kind};
 use pipeline::testing::{Conformance, UnitConformance, check, check_units, snapshot};
+
 use pipeline::{Location, RunOptions, Storage};
 use proptest::prelude::*;
 

@@ -3,9 +3,8 @@
 //! conformance.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use pii::{Config, Kind, Pii};
 use pipeline::testing::{Conformance, check, golden};
@@ -92,30 +91,10 @@ fn jsonl(docs: &[(String, String)]) -> Vec<u8> {
 
 /// datatrove's output texts, or `None` (skipped) when it is not installed outside CI.
 fn reference(docs: &[(String, String)]) -> Option<Vec<String>> {
-    let mut child = Command::new("python3")
-        .arg(root().join("scripts/pii_reference.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = jsonl(docs);
-    let feeder = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().expect("python3");
-    feeder.join().expect("feeder").expect("send documents");
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "datatrove reference failed: {err}"
-        );
-        eprintln!("datatrove unavailable, cross-check skipped: {err}");
-        return None;
-    }
+    let out =
+        pipeline::testing::python_reference(&root().join("scripts/pii_reference.py"), jsonl(docs))?;
     Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
+        out.lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).expect("reference line");
                 v["text"].as_str().expect("text").to_string()
