@@ -65,6 +65,7 @@ def datatrove_stage(corpus, work, name):
     from datatrove.pipeline.writers import ParquetWriter
     from loguru import logger
     logger.remove()
+    os.environ.setdefault("DATATROVE_COLORIZE_LOGS", "0")
     executor = LocalPipelineExecutor(
         pipeline=[JsonlReader(os.path.dirname(corpus), glob_pattern="docs.jsonl"), PIIFormatter(),
                   ParquetWriter(os.path.join(work, name))],
