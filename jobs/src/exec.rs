@@ -167,6 +167,7 @@ pub fn run_task(
         Kind::DedupSubstringFilter => {
             let cuts = needs(&spec.clusters, "clusters")?;
             let step = dedup::substring::filter_step(
+                storage,
                 &p.stage_config::<dedup::Config>("dedup")?.substring,
                 &cuts.to_string(),
             )?;

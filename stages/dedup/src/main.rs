@@ -138,8 +138,8 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::SubstringFilter { stage, cuts } => {
-            pipeline::cli::run_stage(&stage, |_, config: &dedup::Config| {
-                dedup::substring::filter_step(&config.substring, &cuts)
+            pipeline::cli::run_stage(&stage, |storage, config: &dedup::Config| {
+                dedup::substring::filter_step(storage, &config.substring, &cuts)
             })?;
         }
         Command::Index { stage, clusters } => {

@@ -15,7 +15,7 @@
 //!   `<stem>.cuts`: its rows with the byte ranges to remove.
 //! - [`filter_step`]: a per-document stage bound to each input's cuts that removes the
 //!   ranges and drops a document left with fewer than `min_tokens_left` tokens
-//!   (`substring_dup`).
+//!   (`substring_dup`); new cuts redo it.
 //!
 //! Tokens are the pieces of GPT-2's pre-tokenizer, exact (no folding): a run of
 //! letters, of digits or of other symbols, each with the one space before it, or a run
@@ -516,9 +516,27 @@ impl RowStage for BoundSubstringFilter {
 }
 
 /// Phase 2's step: the documents with the cuts of the substring step at `cuts` applied.
-pub fn filter_step(config: &SubstringConfig, cuts: &str) -> Result<Step> {
+/// Its config hash holds the identity of every partition the substring step finished
+/// (their markers' configuration and listing hashes), so new cuts (an input added to a
+/// partition changes which copy comes first) redo the filter.
+pub fn filter_step(storage: &Storage, config: &SubstringConfig, cuts: &str) -> Result<Step> {
     let cuts = Location::parse(cuts)?;
-    let hash = config_hash(FILTER_STEP, &(config, cuts.to_string()));
+    let mut partitions = Vec::new();
+    for meta in storage.list(&cuts.join(pipeline::marker::DONE_DIR))? {
+        let Some(stem) = meta.relative.strip_suffix(".json") else {
+            continue;
+        };
+        if let Some(m) = pipeline::marker::read_marker(storage, &meta.location)? {
+            partitions.push((stem.to_string(), m.config_hash, m.source_hash));
+        }
+    }
+    if partitions.is_empty() {
+        return Err(Error::Usage(format!(
+            "{cuts} has no finished dedup.substring partition (no _done/part-*.json): run it first"
+        )));
+    }
+    partitions.sort();
+    let hash = config_hash(FILTER_STEP, &(config, &partitions));
     Ok(Step {
         name: FILTER_STEP.into(),
         stages: Vec::new(),

@@ -110,7 +110,7 @@ fn planted_repeats_are_cut_exactly_and_nothing_else() {
     let cuts = dir.path().join("cuts");
     substring(&storage, &RunOptions::new(loc(&input), loc(&cuts)), &cfg).expect("substring");
     let out = dir.path().join("out");
-    let step = filter_step(&cfg, &cuts.to_string_lossy()).expect("step");
+    let step = filter_step(&storage, &cfg, &cuts.to_string_lossy()).expect("step");
     let report =
         pipeline::run(&step, &storage, &RunOptions::new(loc(&input), loc(&out))).expect("filter");
     assert_eq!(report.stats.drops.get("substring_dup"), Some(&1));
@@ -186,7 +186,7 @@ fn substring_phases_conform() {
         .map(|n| (n.to_string(), std::fs::read(input.join(n)).expect("input")))
         .collect();
     check(&Conformance {
-        step: &|| filter_step(&cfg.substring, &cuts).expect("step"),
+        step: &|| filter_step(&storage, &cfg.substring, &cuts).expect("step"),
         inputs,
         broken: Vec::new(),
         command: Some(&|flags| {
@@ -197,4 +197,41 @@ fn substring_phases_conform() {
             c
         }),
     });
+}
+
+/// An input added before the others holds the first copy now: the substring phase
+/// redoes its partition and the filter redoes every input, so the old first copy is cut.
+#[test]
+fn new_cuts_redo_the_filter() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (input, _) = planted(dir.path());
+    let storage = Storage::new();
+    let cfg = SubstringConfig::default();
+    let cuts = dir.path().join("cuts");
+    let out = dir.path().join("out");
+    let run = |storage: &Storage| {
+        substring(storage, &RunOptions::new(loc(&input), loc(&cuts)), &cfg).expect("substring");
+        let step = filter_step(storage, &cfg, &cuts.to_string_lossy()).expect("step");
+        pipeline::run(&step, storage, &RunOptions::new(loc(&input), loc(&out))).expect("filter")
+    };
+    run(&storage);
+    let before = texts_of(&out, "a");
+    let again = run(&storage);
+    assert!(again.processed.is_empty(), "a rerun is a no-op: {again:?}");
+    // The same document as a.jsonl's row 3 (the first copy of the 70-word span), copied
+    // into an input that sorts first.
+    let first_doc = std::fs::read_to_string(input.join("a.jsonl"))
+        .expect("read")
+        .lines()
+        .nth(3)
+        .expect("a line")
+        .replace("a.jsonl-3", "0-copy");
+    std::fs::write(input.join("0.jsonl"), format!("{first_doc}\n")).expect("write");
+    let redone = run(&storage);
+    assert_eq!(redone.processed.len(), 4, "{redone:?}");
+    let after = texts_of(&out, "a");
+    assert_ne!(
+        before["a.jsonl-3"],
+        after.get("a.jsonl-3").cloned().unwrap_or_default()
+    );
 }
