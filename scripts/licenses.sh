@@ -25,6 +25,7 @@ other than crates.io and any wildcard version. This file is written by
 | zstd (C) | BSD-3-Clause (dual GPL-2.0, BSD chosen) | every binary | compiled by `zstd-sys`, static |
 | ring's C and assembly (BoringSSL-derived) | Apache-2.0 AND ISC | every binary (TLS to S3) | compiled by `ring`, static |
 | Oniguruma (C) | BSD-2-Clause | `mill`, `mill-tokenize`, `mill-fuzz` (HuggingFace tokenizers' regex) | compiled by `onig_sys`, static |
+| libsais (C, Ilya Grebnov) | Apache-2.0 | `mill`, `mill-dedup` (exact-substring dedup's suffix array) | compiled by `libsais-sys` (without OpenMP), static |
 | bzip2 (C) | bzip2-1.0.6 | `mill-train` (the zip reader of checkpoints) | compiled by `bzip2-sys`, static |
 | libtorch (PyTorch 2.11.0) | BSD-3-Clause | `mill-train` | dynamic, from PyPI's torch wheel (`trainer/setup-torch.sh`); it loads GNU libgomp (GPL-3.0 with the GCC Runtime Library Exception) |
 | CUDA runtime, cuBLAS, cuDNN, NCCL (NVIDIA) | NVIDIA's proprietary licences for redistribution with applications | `mill-train` on GPUs | dynamic, from the nvidia-* wheels torch depends on; NCCL also loaded at run time by `cudarc` with the `cuda` feature |
