@@ -315,13 +315,16 @@ impl Pii {
     /// `text` with its personal data replaced, and what was replaced.
     pub fn redact(&self, text: &str) -> (String, Vec<Found>) {
         let found = self.find(text);
-        if found.is_empty() {
-            return (text.to_string(), found);
-        }
+        (self.replace(text, &found), found)
+    }
+
+    /// `text` with the pieces `found` (in text order, from [`Pii::find`]) replaced by
+    /// their stand-ins, each kind's list used in turn from its start.
+    pub fn replace(&self, text: &str, found: &[Found]) -> String {
         let mut out = String::with_capacity(text.len());
         let mut turn = [0usize; Kind::ALL.len()];
         let mut last = 0;
-        for f in &found {
+        for f in found {
             out.push_str(&text[last..f.start]);
             // The turn goes by replacement list: an obfuscated address takes the next
             // e-mail stand-in.
@@ -335,7 +338,7 @@ impl Pii {
             last = f.end;
         }
         out.push_str(&text[last..]);
-        (out, found)
+        out
     }
 }
 
@@ -356,12 +359,13 @@ impl Stage for Pii {
     }
 
     fn process(&self, doc: &mut Document) -> Verdict {
-        let (text, found) = self.redact(&doc.text);
+        // Most documents hold nothing: their text is not copied.
+        let found = self.find(&doc.text);
         for f in &found {
             doc.count(f.kind.stat(), 1);
         }
         if !found.is_empty() {
-            doc.text = text;
+            doc.text = self.replace(&doc.text, &found);
         }
         if self.config.count_column {
             doc.annotate(COUNT_COLUMN, Value::I64(found.len() as i64));
