@@ -28,6 +28,18 @@ fn texts(storage: &pipeline::Storage, shard: &pipeline::Location) -> Vec<String>
         .collect()
 }
 
+/// `mill report` of the run at `run`, written in `dir` and read back.
+fn report_html(dir: &Path, run: &str) -> String {
+    let report = dir.join("report.html");
+    ok(
+        mill(&["report", run, "-o", &report.to_string_lossy()])
+            .output()
+            .expect("report"),
+        "report",
+    );
+    std::fs::read_to_string(&report).expect("report")
+}
+
 /// The replacement counts a run's `clean` step recorded, from `mill status --json`.
 fn counts(status_json: &str) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_str(status_json.trim()).expect("status json");
@@ -59,14 +71,7 @@ fn pii_step_on_disk_and_on_s3() {
     ] {
         assert!(local[kind].as_u64() > Some(0), "{kind}: {local}");
     }
-    let report = dir.path().join("report.html");
-    ok(
-        mill(&["report", &r, "-o", &report.to_string_lossy()])
-            .output()
-            .expect("report"),
-        "report",
-    );
-    let html = std::fs::read_to_string(&report).expect("report");
+    let html = report_html(dir.path(), &r);
     assert!(
         html.contains("changes counted") && html.contains("pii_phone"),
         "the report shows the PII counts"
@@ -166,14 +171,7 @@ fn decontam_steps_on_disk_and_on_s3() {
         &pipeline::Location::Local(run.join("clean/docs.parquet")),
     );
     assert_eq!(kept.len(), 3);
-    let report = dir.path().join("report.html");
-    ok(
-        mill(&["report", &r, "-o", &report.to_string_lossy()])
-            .output()
-            .expect("report"),
-        "report",
-    );
-    let html = std::fs::read_to_string(&report).expect("report");
+    let html = report_html(dir.path(), &r);
     assert!(
         html.contains("contaminated_quiz") && html.contains("contaminated"),
         "the report shows what decontamination caught"
