@@ -91,10 +91,8 @@ pub const PHASED: &[(&str, ConfigCheck)] = &[
 /// stands for that step's output.
 pub fn decontam_config(p: &Pipeline) -> Result<decontam::Config> {
     let mut config: decontam::Config = p.stage_config("decontam")?;
-    if let Some(name) = &config.index
-        && p.steps.iter().any(|s| &s.name == name)
-    {
-        config.index = Some(p.step_output(name)?.to_string());
+    if let Some(index) = &config.index {
+        config.index = Some(p.resolve(index)?.to_string());
     }
     Ok(config)
 }
