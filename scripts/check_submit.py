@@ -1,6 +1,10 @@
 """Checks what `mill submit --dry-run --out DIR` wrote, and the scheduling examples in
 jobs/examples, against the engines' own schemas: AWS Batch SubmitJob requests (*.json)
-against botocore's service model of Batch, EventBridge PutRule/PutTargets requests
+and RegisterJobDefinition requests (*.jobdef.json) against botocore's service model of
+Batch, plus the limits the model does not hold (arrays of 2 to 10,000, 20 dependencies),
+Kubernetes objects (*.k8s.json, a List each; *.yaml) against the Kubernetes OpenAPI
+schema plus the enums and limits it misses (completionMode, restartPolicy, 100,000
+indexes), EventBridge PutRule/PutTargets requests
 (*.events.json) against botocore's model of EventBridge (shapes, required members,
 types, lengths, enums), Kubernetes manifests (*.yaml) against the Kubernetes OpenAPI
 schema (kubernetes-validate, strict: unknown fields are errors), crontab lines
@@ -34,6 +38,53 @@ def enum_errors(value, shape, path):
             errors += enum_errors(v, shape.value, f"{path}.{k}")
     elif getattr(shape, "enum", None) and value not in shape.enum:
         errors.append(f"{path}: {value!r} is not one of {shape.enum}")
+    return errors
+
+
+def batch_limits(params):
+    """What botocore's model of SubmitJob leaves out."""
+    errors = []
+    size = params.get("arrayProperties", {}).get("size")
+    if size is not None and not 2 <= size <= 10000:
+        errors.append(f"arrayProperties.size: {size} is not in 2..10000")
+    if len(params.get("dependsOn", [])) > 20:
+        errors.append(f"dependsOn: {len(params['dependsOn'])} jobs, at most 20")
+    return errors
+
+
+def k8s_semantics(doc):
+    """What the OpenAPI schema leaves out, for the objects mill submit writes."""
+    errors = []
+    if doc.get("kind") == "Job":
+        spec = doc.get("spec", {})
+        pod = spec.get("template", {}).get("spec", {})
+        if spec.get("completionMode", "NonIndexed") not in ("NonIndexed", "Indexed"):
+            errors.append(f"completionMode: {spec['completionMode']!r}")
+        if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+            errors.append(f"restartPolicy: {pod.get('restartPolicy')!r} (a Job's pods: Never or OnFailure)")
+        if spec.get("completionMode") == "Indexed" and (
+                spec.get("completions", 0) > 100000 or spec.get("parallelism", 0) > 100000):
+            errors.append("an Indexed Job has at most 100,000 completions and parallelism")
+        if "backoffLimitPerIndex" in spec and pod.get("restartPolicy") != "Never":
+            errors.append("backoffLimitPerIndex needs restartPolicy Never")
+        for c in pod.get("containers", []):
+            res = c.get("resources", {})
+            for k, v in res.get("limits", {}).items():
+                if "/" in k and res.get("requests", {}).get(k, v) != v:
+                    errors.append(f"{c['name']}: extended resource {k}: requests must equal limits")
+    return errors
+
+
+def k8s_errors(docs, version):
+    errors = []
+    for doc in docs:
+        items = doc.get("items", []) if doc.get("kind") == "List" else [doc]
+        for item in items:
+            try:
+                kubernetes_validate.validate(item, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                errors.append(f"{item.get('kind')} {'.'.join(str(p) for p in e.path)}: {e.message}")
+            errors += k8s_semantics(item)
     return errors
 
 
@@ -83,6 +134,7 @@ def main():
     model = botocore.session.get_session().get_service_model("batch")
     events = botocore.session.get_session().get_service_model("events")
     request = model.operation_model("SubmitJob").input_shape
+    register = model.operation_model("RegisterJobDefinition").input_shape
     k8s_version = kubernetes_validate.latest_version()
     failed = 0
     files = sorted(f for d in sys.argv[1:] for f in pathlib.Path(d).iterdir() if f.is_file())
@@ -101,19 +153,23 @@ def main():
         elif f.suffix in (".timer", ".service"):
             errors = systemd_errors(f)
             what = f"systemd {f.suffix[1:]} unit"
+        elif f.name.endswith(".k8s.json"):
+            errors = k8s_errors([json.loads(f.read_text())], k8s_version)
+            what = f"Kubernetes {k8s_version} (strict)"
+        elif f.name.endswith(".jobdef.json"):
+            params = json.loads(f.read_text())
+            report = ParamValidator().validate(params, register)
+            errors = ([report.generate_report()] if report.has_errors() else []) + enum_errors(
+                params, register, "RegisterJobDefinition")
+            what = f"AWS Batch RegisterJobDefinition (botocore {botocore.__version__})"
         elif f.suffix == ".json":
             params = json.loads(f.read_text())
             report = ParamValidator().validate(params, request)
             errors = ([report.generate_report()] if report.has_errors() else []) + enum_errors(
-                params, request, "SubmitJob")
+                params, request, "SubmitJob") + batch_limits(params)
             what = f"AWS Batch SubmitJob (botocore {botocore.__version__})"
         elif f.suffix == ".yaml":
-            errors = []
-            for doc in yaml.safe_load_all(f.read_text()):
-                try:
-                    kubernetes_validate.validate(doc, k8s_version, strict=True)
-                except kubernetes_validate.ValidationError as e:
-                    errors.append(f"{'.'.join(str(p) for p in e.path)}: {e.message}")
+            errors = k8s_errors(list(yaml.safe_load_all(f.read_text())), k8s_version)
             what = f"Kubernetes {k8s_version} (strict)"
         else:
             continue

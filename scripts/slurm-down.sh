@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
 # slurm-down.sh - tear down the cluster made by slurm-up.sh: cancel its jobs, stop
-# its slurmd, slurmctld and munged, and delete $SLURM_CI_ROOT.
+# its slurmds, slurmctld and munged, and delete $SLURM_CI_ROOT. A multi-node
+# cluster (SLURM_CI_NODES) also loses its network namespaces, veth pairs, bridge
+# and tagged /etc/hosts lines, as recorded in $SLURM_CI_ROOT/etc/cluster.env.
 # Only processes that belong to this cluster are signalled, each by PID: the pid
 # files under $SLURM_CI_ROOT/run, plus (safety net) processes that carry this
 # cluster's SLURM_CONF in their environment (slurmctld, slurmscriptd, slurmd,
 # slurmstepd, escaped job processes) or its munge socket path on their command
-# line (munged). Nothing is matched by name alone.
-# Safe to run when nothing is up. SLURM_CI_KEEP=1 keeps the directory (logs).
+# line (munged), and any process left in a node's network namespace. Nothing is
+# matched by name alone.
+# Safe to run when nothing is up, and twice. SLURM_CI_KEEP=1 keeps the directory (logs).
 set -uo pipefail   # no -e: keep tearing down past individual failures
 
 ROOT=${SLURM_CI_ROOT:-/tmp/slurm-ci}
 CONF=$ROOT/etc/slurm.conf
 log() { printf 'slurm-down: %s\n' "$*" >&2; }
+
+# what slurm-up.sh recorded (absent: single node, or nothing there)
+MULTI=0 NODE_NAMES=localhost BRIDGE="" HOSTS_TAG=""
+# shellcheck disable=SC1091
+[ -f "$ROOT/etc/cluster.env" ] && . "$ROOT/etc/cluster.env"
+NETNS=""
+if [ "$MULTI" = 1 ]; then
+  for n in $NODE_NAMES; do NETNS="$NETNS tmci-$n"; done
+fi
 
 # PIDs of this shell and its ancestors: never signalled.
 protect=" $$ "
@@ -33,7 +45,7 @@ pidfile_pid() {
 # ours KIND -> PIDs belonging to this cluster.
 # KIND: munged|slurmctld|slurmscriptd|slurmd|slurmstepd|job
 ours() {
-  local d pid comm
+  local d pid comm node ns
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     case "$protect" in *" $pid "*) continue ;; esac
@@ -45,11 +57,19 @@ ours() {
       slurmctld|slurmscriptd|slurmd|slurmstepd)
         [ "$comm" = "$1" ] || continue
         grep -qzxF "SLURM_CONF=$CONF" "$d/environ" 2>/dev/null && echo "$pid" ;;
-      job)  # a job's leftover process: our SLURM_CONF, a SLURM_JOB_ID, our node
+      job)  # a job's leftover process: our SLURM_CONF, a SLURM_JOB_ID, one of our nodes
         grep -qzxF "SLURM_CONF=$CONF" "$d/environ" 2>/dev/null \
-          && grep -qzxF 'SLURMD_NODENAME=localhost' "$d/environ" 2>/dev/null \
-          && grep -qz '^SLURM_JOB_ID=' "$d/environ" 2>/dev/null && echo "$pid" ;;
+          && grep -qz '^SLURM_JOB_ID=' "$d/environ" 2>/dev/null || continue
+        node=$(tr '\0' '\n' < "$d/environ" 2>/dev/null | sed -n 's/^SLURMD_NODENAME=//p')
+        case " $NODE_NAMES " in *" ${node:-?} "*) echo "$pid" ;; esac ;;
     esac
+  done
+  # everything in a node's network namespace is ours
+  [ "$1" = job ] || return 0
+  for ns in $NETNS; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      case "$protect" in *" $pid "*) ;; *) echo "$pid" ;; esac
+    done
   done
 }
 
@@ -91,7 +111,9 @@ fi
 
 # 2. daemons: slurmd and slurmctld (they still need munged), then stray job
 #    processes, then munged
-pids=$( { pidfile_pid slurmd "$ROOT/run/slurmd.pid"; ours slurmd
+pids=$( { pidfile_pid slurmd "$ROOT/run/slurmd.pid"
+          for f in "$ROOT"/run/slurmd-*.pid; do pidfile_pid slurmd "$f"; done
+          ours slurmd
           pidfile_pid slurmctld "$ROOT/run/slurmctld.pid"; ours slurmctld
           ours slurmscriptd; } | sort -u)
 # shellcheck disable=SC2086
@@ -106,12 +128,38 @@ pids=$( { pidfile_pid munged "$ROOT/run/munged.pid"; ours munged; } | sort -u)
 # shellcheck disable=SC2086
 stop munged $pids
 
-# 3. verify, then remove the directory
+# 3. verify
 left=$( { ours munged; ours slurmctld; ours slurmscriptd; ours slurmd; ours slurmstepd
          ours job; } | sort -u)
 if [ -n "$left" ]; then
   log "ERROR: still running: $(echo $left)"
   exit 1
 fi
+
+# 4. multi-node: namespaces (deleting a veth end deletes its peer), bridge, /etc/hosts
+if [ "$MULTI" = 1 ]; then
+  for n in $NODE_NAMES; do
+    k=${n#node}
+    ip link del "tmci-v$k" 2>/dev/null
+    ip netns del "tmci-$n" 2>/dev/null
+  done
+  [ -n "$BRIDGE" ] && ip link del "$BRIDGE" 2>/dev/null
+  if [ -n "$HOSTS_TAG" ] && grep -qF -- " $HOSTS_TAG" /etc/hosts 2>/dev/null; then
+    # rewritten in place (not renamed): /etc/hosts is often a bind mount
+    kept=$(grep -vF -- " $HOSTS_TAG" /etc/hosts)
+    printf '%s\n' "$kept" > /etc/hosts
+  fi
+  bad=""
+  for ns in $NETNS; do ip netns list 2>/dev/null | grep -qE "^$ns( |\$)" && bad="$bad $ns"; done
+  [ -n "$BRIDGE" ] && ip link show "$BRIDGE" >/dev/null 2>&1 && bad="$bad $BRIDGE"
+  [ -n "$HOSTS_TAG" ] && grep -qF -- " $HOSTS_TAG" /etc/hosts && bad="$bad /etc/hosts"
+  if [ -n "$bad" ]; then
+    log "ERROR: could not remove:$bad"
+    exit 1
+  fi
+  log "removed namespaces$NETNS, bridge $BRIDGE, /etc/hosts lines"
+fi
+
+# 5. the directory
 if [ "${SLURM_CI_KEEP:-0}" != 1 ]; then rm -rf "$ROOT"; fi
 log "down"

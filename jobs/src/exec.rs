@@ -27,10 +27,13 @@ pub struct Flags {
     pub progress: bool,
 }
 
-/// Writes the pipeline beside its outputs (for `mill status` and `mill report`).
+/// Writes the pipeline beside its outputs (for `mill status`, `mill report` and the
+/// fleet's tasks), its relative local addresses made absolute against this folder.
 pub fn record_pipeline(storage: &Storage, p: &Pipeline) -> Result<()> {
-    let text =
-        toml::to_string(p).map_err(|e| Error::Usage(format!("serialising the pipeline: {e}")))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| Error::Usage(format!("the current folder: {e}")))?;
+    let text = toml::to_string(&p.with_absolute_addresses(&cwd))
+        .map_err(|e| Error::Usage(format!("serialising the pipeline: {e}")))?;
     let loc = p.run_location()?.join(PIPELINE_COPY);
     if storage.exists(&loc)? && storage.read(&loc)? == text.as_bytes() {
         return Ok(());
@@ -199,6 +202,7 @@ pub fn run_task(
             p.config
                 .get("train")
                 .unwrap_or(&toml::Value::Table(toml::map::Map::new())),
+            spec.gpus_per_node.unwrap_or(1) as usize,
         ),
     }
 }

@@ -78,8 +78,24 @@ enum Command {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
-    /// Wait until every task of a step has finished (Kubernetes init containers order
-    /// the steps with it); exits non-zero after the timeout.
+    /// Drive a Kubernetes submission from inside the cluster: resume each step's
+    /// suspended Jobs when every Job of the step before has completed; exit 3 when a
+    /// Job fails (`mill submit --engine k8s` creates the driver Job running this).
+    Drive {
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// The API's address (default: the pod's in-cluster address, token and CA).
+        #[arg(long)]
+        api: Option<String>,
+        /// Seconds between looks at the Jobs.
+        #[arg(long, default_value_t = 10.0)]
+        poll: f64,
+        /// A step and its Jobs, in order: `--step NAME=JOB[,JOB…]`, repeated.
+        #[arg(long, required = true)]
+        step: Vec<String>,
+    },
+    /// Wait until every task of a step has finished (its tasks' completion notes);
+    /// exits non-zero after the timeout.
     Wait {
         pipeline: String,
         step: String,
@@ -175,9 +191,15 @@ fn main() -> anyhow::Result<()> {
             force,
         } => {
             let p = Pipeline::load(&storage, &pipeline)?;
-            let (i, _) = p.step(&step)?;
+            let (i, spec) = p.step(&step)?;
+            let kind = spec.kind()?;
             let n = p.tasks_of(i, tasks);
-            let task = pipeline::tasks::task_index(task, n)?;
+            // A one-task step (the train step of a multi-node job among them) is task 0
+            // whatever index the engine gives its processes.
+            let task = match task {
+                None if kind.single_task() => 0,
+                flag => pipeline::tasks::task_index(flag, n)?,
+            };
             jobs::exec::record_pipeline(&storage, &p)?;
             let flags = Flags {
                 threads,
@@ -185,7 +207,10 @@ fn main() -> anyhow::Result<()> {
                 progress: true,
             };
             let r = jobs::run_task(&storage, &p, i, task, n, &flags)?;
-            jobs::submit::write_task_note(&storage, &p.step_output(&step)?, task, n)?;
+            let gpus = spec.gpus_per_node.unwrap_or(1) as usize;
+            if kind != jobs::spec::Kind::Train || !jobs::train::follower(gpus)? {
+                jobs::submit::write_task_note(&storage, &p.step_output(&step)?, task, n)?;
+            }
             println!("{}", pipeline::cli::summary(&step, &r));
         }
         Command::Submit {
@@ -198,19 +223,22 @@ fn main() -> anyhow::Result<()> {
             let done = jobs::submit::submit(&storage, &p, engine, !dry_run)?;
             if let Some(dir) = &out {
                 std::fs::create_dir_all(dir)?;
-                for s in &done {
-                    std::fs::write(dir.join(&s.file), &s.text)?;
+                for f in done.iter().flat_map(|s| &s.files) {
+                    std::fs::write(dir.join(&f.name), &f.text)?;
                 }
             }
             if dry_run {
                 for s in &done {
-                    println!("# ---- step {}: {}", s.step, s.file);
-                    print!("{}", s.text);
+                    for f in &s.files {
+                        println!("# ---- step {}: {}", s.step, f.name);
+                        print!("{}", f.text);
+                    }
                 }
             } else {
-                let ids: Vec<String> = done.iter().filter_map(|s| s.job_id.clone()).collect();
+                let ids: Vec<String> = done.iter().flat_map(|s| s.job_ids.clone()).collect();
                 for s in &done {
-                    println!("{}\t{}", s.step, s.job_id.as_deref().unwrap_or("-"));
+                    let list = s.job_ids.join(",");
+                    println!("{}\t{}", s.step, if list.is_empty() { "-" } else { &list });
                 }
                 println!("{}", jobs::submit::watch_hint(engine, &p, &ids));
             }
@@ -237,6 +265,31 @@ fn main() -> anyhow::Result<()> {
                 std::time::Duration::from_secs(5),
             )?;
             println!("step {step}: {n} of {n} tasks finished");
+        }
+        Command::Drive {
+            namespace,
+            api,
+            poll,
+            step,
+        } => {
+            let steps = step
+                .iter()
+                .map(|s| jobs::submit::drive::parse_step(s))
+                .collect::<pipeline::Result<Vec<_>>>()?;
+            let mut client = jobs::submit::drive::HttpApi::new(api.as_deref(), &namespace)?;
+            match jobs::submit::drive::drive(
+                &mut client,
+                &steps,
+                std::time::Duration::from_secs_f64(poll),
+            )? {
+                jobs::submit::drive::Outcome::Done => {
+                    println!("every step's Jobs completed");
+                }
+                jobs::submit::drive::Outcome::Failed(why) => {
+                    eprintln!("the run failed: {why}");
+                    std::process::exit(jobs::submit::drive::STEP_FAILED);
+                }
+            }
         }
         Command::Status { run, stalled, json } => {
             let run = Location::parse(&run)?;

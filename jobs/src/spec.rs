@@ -89,6 +89,13 @@ pub struct StepSpec {
     /// Memory per task on a batch engine, MiB (default: `[submit] memory_mib`): the
     /// clusters phase needs memory more than cores.
     pub memory_mib: Option<u64>,
+    /// The train phase: machines it runs on (default 1). `mill submit` asks the engine
+    /// for them as one job (Slurm `--nodes`, an AWS Batch multi-node parallel job, a
+    /// Kubernetes Indexed Job of one pod per node behind a headless Service).
+    pub nodes: Option<u32>,
+    /// The train phase: GPUs per machine, one training process each (default 1; `mill
+    /// run` starts this many ranks on its own machine).
+    pub gpus_per_node: Option<u32>,
     /// Keep dropped documents under `_rejected/` (per-document steps).
     #[serde(default)]
     pub keep_rejected: bool,
@@ -177,14 +184,54 @@ impl StepSpec {
 }
 
 impl Pipeline {
-    /// Reads and checks a pipeline file from any address.
+    /// Reads and checks a pipeline file from any address. A run's copy
+    /// (`<run>/_pipeline.toml`) names its run by where it lies, wherever it is read from.
     pub fn load(storage: &Storage, url: &str) -> Result<Pipeline> {
-        let p: Pipeline = pipeline::cli::load_toml(storage, Some(url))?;
+        let mut p: Pipeline = pipeline::cli::load_toml(storage, Some(url))?;
         p.check().map_err(|e| Error::Config {
             url: url.to_string(),
             message: e.to_string(),
         })?;
+        let copy = crate::exec::PIPELINE_COPY;
+        if let Some(run) = url.strip_suffix(&format!("/{copy}")) {
+            p.output = run.to_string();
+        } else if url == copy {
+            p.output = ".".into();
+        }
         Ok(p)
+    }
+
+    /// This pipeline with every relative local address (the input, the output, a
+    /// step's `input`, `clusters`, `tokenizer` or `against` that names no step) made
+    /// absolute against `base`: what a run records, so that it reads the same from any
+    /// folder and any machine of a shared file system.
+    pub fn with_absolute_addresses(&self, base: &std::path::Path) -> Pipeline {
+        let absolute = |s: &str| -> String {
+            match Location::parse(s) {
+                Ok(Location::Local(path)) if path.is_relative() => {
+                    base.join(s).to_string_lossy().into_owned()
+                }
+                _ => s.to_string(),
+            }
+        };
+        let names: Vec<String> = self.steps.iter().map(|s| s.name.clone()).collect();
+        let reference = |r: &mut Option<String>| {
+            if let Some(x) = r.as_mut()
+                && !names.contains(x)
+            {
+                *x = absolute(x);
+            }
+        };
+        let mut p = self.clone();
+        p.input = absolute(&p.input);
+        p.output = absolute(&p.output);
+        for s in &mut p.steps {
+            reference(&mut s.input);
+            reference(&mut s.clusters);
+            reference(&mut s.tokenizer);
+            reference(&mut s.against);
+        }
+        p
     }
 
     /// Parses a pipeline from TOML text.
@@ -218,7 +265,19 @@ impl Pipeline {
             if seen.contains(&s.name.as_str()) {
                 return Err(Error::Usage(format!("two steps are named {}", s.name)));
             }
-            s.kind()?;
+            let kind = s.kind()?;
+            if (s.nodes.is_some() || s.gpus_per_node.is_some()) && kind != Kind::Train {
+                return Err(Error::Usage(format!(
+                    "step {}: nodes and gpus_per_node are settings of the train phase",
+                    s.name
+                )));
+            }
+            if s.nodes == Some(0) || s.gpus_per_node == Some(0) {
+                return Err(Error::Usage(format!(
+                    "step {}: nodes and gpus_per_node are at least 1",
+                    s.name
+                )));
+            }
             for r in [&s.input, &s.clusters, &s.tokenizer].into_iter().flatten() {
                 if self.steps.iter().any(|o| &o.name == r) && !seen.contains(&r.as_str()) {
                     return Err(Error::Usage(format!(

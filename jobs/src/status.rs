@@ -52,7 +52,20 @@ pub fn recorded_pipeline(storage: &Storage, run: &Location) -> Result<Pipeline> 
             "{run} is not a tokenmill run (no {PIPELINE_COPY}; `mill run` and `mill step` write it)"
         )));
     }
-    Pipeline::load(storage, &loc.to_string())
+    // The run is where its copy lies (Pipeline::load); its input must resolve from here.
+    let p = Pipeline::load(storage, &loc.to_string())?;
+    if let Ok(pipeline::Location::Local(path)) = pipeline::Location::parse(&p.input)
+        && path.is_relative()
+        && !path.exists()
+    {
+        return Err(pipeline::Error::Usage(format!(
+            "{run} records the relative input {:?}, which is not found from this folder: \
+             run this from the folder the run was started in (runs recorded now keep \
+             absolute addresses)",
+            p.input
+        )));
+    }
+    Ok(p)
 }
 
 /// The status of every step of the run at `run`.
@@ -118,9 +131,26 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
         Some(s) => s,
         None => &docs,
     };
+    let from_step = (i > 0 && spec.input.is_none())
+        || spec
+            .input
+            .as_ref()
+            .is_some_and(|r| p.steps.iter().any(|s| &s.name == r));
+    // An input from outside the run must be there: a missing one is an error, not
+    // a step that has not started.
+    if !from_step
+        && let pipeline::Location::Local(path) = &input
+        && !path.exists()
+    {
+        return Err(pipeline::Error::Usage(format!(
+            "step {}: its input {input} does not exist",
+            spec.name
+        )));
+    }
     let listing = match pipeline::runner::list_inputs(storage, &input) {
         Ok(l) => l,
-        Err(pipeline::Error::NotFound { .. }) => return Ok(0),
+        // A step before has not written its output yet: nothing to count.
+        Err(pipeline::Error::NotFound { .. }) if from_step => return Ok(0),
         Err(e) => return Err(e),
     };
     Ok(listing

@@ -7,11 +7,18 @@
 //! newest checkpoint, so a rerun continues where a stopped run left off, and a run that
 //! reached its last step is skipped by its marker. `mill` hands the trainer one end of
 //! a pipe on standard input: when `mill` dies, the trainer sees it close and stops.
+//!
+//! Ranks: under `srun` or torchrun this process is one rank and runs one trainer with
+//! the launcher's variables; elsewhere ([`pipeline::world::Node`]: an AWS Batch node, a
+//! Kubernetes pod, or this machine under `mill run`) it starts one trainer per GPU of
+//! the node, each told its rank, and stops them all when one fails. Only rank 0's
+//! process writes the step's marker and task note.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use pipeline::marker::{Marker, marker_location, read_marker, write_marker};
+use pipeline::world::{Node, World};
 use pipeline::{Error, Location, Report, Result, RunOptions, Storage};
 
 /// The run file `mill-train` gets, written in the step's output.
@@ -29,8 +36,16 @@ pub fn trainer_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-/// Trains on the shards at `opts.input` into `opts.output` (task 0 only).
-pub fn train(storage: &Storage, opts: &RunOptions, table: &toml::Value) -> Result<Report> {
+/// Trains on the shards at `opts.input` into `opts.output` (task 0 only), as every
+/// rank this process is responsible for.
+/// `gpus_per_node` is the step's setting: the ranks `mill` starts on this machine
+/// unless a launcher (`srun`, torchrun) started this process as one rank.
+pub fn train(
+    storage: &Storage,
+    opts: &RunOptions,
+    table: &toml::Value,
+    gpus_per_node: usize,
+) -> Result<Report> {
     let text = toml::to_string(table).map_err(|e| Error::Config {
         url: "[config.train]".into(),
         message: e.to_string(),
@@ -53,41 +68,46 @@ pub fn train(storage: &Storage, opts: &RunOptions, table: &toml::Value) -> Resul
         return Ok(Report::default());
     }
     let run_file = opts.output.join(RUN_FILE);
+    // Every rank's process writes the same run file: none reads it before its own put.
     storage.put(&run_file, text.as_bytes())?;
+    let launch = Launch::from_env(gpus_per_node)?;
     let binary = trainer_binary();
-    let mut command = Command::new(&binary);
-    command
-        .arg("--shards")
-        .arg(opts.input.to_string())
-        .arg("--checkpoints")
-        .arg(opts.output.to_string())
-        .arg("--config")
-        .arg(run_file.to_string())
-        .args(["--log-format", "json", "--stop-with-parent"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null());
-    // --force trains from scratch; otherwise the newest checkpoint is the start.
-    if !opts.force {
-        command.arg("--resume");
+    let ranks = launch.ranks()?;
+    let mut children = Vec::with_capacity(ranks.len());
+    for vars in &ranks {
+        let mut command = Command::new(&binary);
+        command
+            .arg("--shards")
+            .arg(opts.input.to_string())
+            .arg("--checkpoints")
+            .arg(opts.output.to_string())
+            .arg("--config")
+            .arg(run_file.to_string())
+            .args(["--log-format", "json", "--stop-with-parent"])
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null());
+        // --force trains from scratch; otherwise the newest checkpoint is the start.
+        if !opts.force {
+            command.arg("--resume");
+        }
+        match command.spawn() {
+            Ok(child) => children.push(child),
+            Err(e) => {
+                stop_all(&mut children);
+                return Err(Error::Usage(format!(
+                    "starting {} (build it with `cargo build --release -p trainer`): {e}",
+                    binary.display()
+                )));
+            }
+        }
     }
-    let mut child = command.spawn().map_err(|e| {
-        Error::Usage(format!(
-            "starting {} (build it with `cargo build --release -p trainer`): {e}",
-            binary.display()
-        ))
-    })?;
-    // Our end of its standard input stays open until it exits.
-    let stdin = child.stdin.take();
-    let status = child
-        .wait()
-        .map_err(|e| Error::Usage(format!("waiting for {}: {e}", binary.display())))?;
-    drop(stdin);
-    if !status.success() {
-        return Err(Error::Usage(format!(
-            "{} failed ({status}) training into {}",
-            binary.display(),
-            opts.output
-        )));
+    if let Err(e) = wait_all(&mut children, &binary) {
+        return Err(Error::Usage(format!("{e} training into {}", opts.output)));
+    }
+    if !launch.leader() {
+        // Rank 0's process records the step.
+        return Ok(Report::default());
     }
     write_marker(
         storage,
@@ -107,6 +127,102 @@ pub fn train(storage: &Storage, opts: &RunOptions, table: &toml::Value) -> Resul
         processed: vec![STEM.into()],
         ..Report::default()
     })
+}
+
+/// How this process takes part in a training job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// A launcher started this process as one rank (its variables are inherited).
+    Rank(World),
+    /// This process starts the ranks of its node.
+    Node(Node),
+}
+
+impl Launch {
+    /// From the environment; `gpus_per_node` is the step's setting.
+    pub fn from_env(gpus_per_node: usize) -> Result<Launch> {
+        let world = World::from_env()?;
+        if world.size > 1 {
+            return Ok(Launch::Rank(world));
+        }
+        Ok(match Node::from_env(gpus_per_node)? {
+            Some(node) => Launch::Node(node),
+            None => Launch::Rank(world),
+        })
+    }
+
+    /// Whether this process speaks for the job (rank 0 is among its ranks).
+    pub fn leader(&self) -> bool {
+        match self {
+            Launch::Rank(w) => w.rank == 0,
+            Launch::Node(n) => n.index == 0,
+        }
+    }
+
+    /// The variables of each trainer to start: none to add for a launched rank or a
+    /// single process. One node alone with several GPUs and no `MASTER_PORT` meets on a
+    /// free loopback port (runs side by side on one machine must not collide).
+    pub fn ranks(&self) -> Result<Vec<Vec<(&'static str, String)>>> {
+        match self {
+            Launch::Rank(_) => Ok(vec![Vec::new()]),
+            Launch::Node(n) if n.size() == 1 => Ok(vec![Vec::new()]),
+            Launch::Node(n) => {
+                let mut n = n.clone();
+                if n.nodes == 1 && std::env::var_os("MASTER_PORT").is_none() {
+                    n.master_port = std::net::TcpListener::bind("127.0.0.1:0")
+                        .and_then(|l| l.local_addr())
+                        .map_err(|e| Error::Usage(format!("a free port for the ranks: {e}")))?
+                        .port();
+                }
+                Ok(n.ranks().iter().map(World::vars).collect())
+            }
+        }
+    }
+}
+
+/// Whether this process is a training rank other than the job's first (it writes no
+/// marker or task note).
+pub fn follower(gpus_per_node: usize) -> Result<bool> {
+    Ok(!Launch::from_env(gpus_per_node)?.leader())
+}
+
+fn stop_all(children: &mut [std::process::Child]) {
+    for c in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Waits for every trainer; the first failure stops the others (they would wait on
+/// the failed rank forever).
+fn wait_all(children: &mut [std::process::Child], binary: &std::path::Path) -> Result<()> {
+    let mut running = children.len();
+    let mut done = vec![false; children.len()];
+    while running > 0 {
+        for (rank, c) in children.iter_mut().enumerate() {
+            if done[rank] {
+                continue;
+            }
+            let status = c
+                .try_wait()
+                .map_err(|e| Error::Usage(format!("waiting for {}: {e}", binary.display())))?;
+            if let Some(status) = status {
+                done[rank] = true;
+                running -= 1;
+                if !status.success() {
+                    stop_all(children);
+                    return Err(Error::Usage(format!(
+                        "{} (local rank {rank}) failed ({status})",
+                        binary.display()
+                    )));
+                }
+            }
+        }
+        if running > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    Ok(())
 }
 
 /// One step record of a training run, as the report reads it.

@@ -26,6 +26,7 @@ pub mod tasks;
 pub mod testing;
 pub mod text;
 pub mod tokens;
+pub mod world;
 
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};

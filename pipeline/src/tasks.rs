@@ -11,7 +11,12 @@ pub const TASK_INDEX_VARS: [&str; 3] = [
     "JOB_COMPLETION_INDEX",
 ];
 
-/// This task's index: the flag if given, else the batch engine's variable, else 0.
+/// The first task index of an array when a step's tasks are split into several arrays
+/// (every engine caps an array's size): added to the engine's index.
+pub const TASK_OFFSET_VAR: &str = "TOKENMILL_TASK_OFFSET";
+
+/// This task's index: the flag if given, else `TOKENMILL_TASK_OFFSET` plus the batch
+/// engine's variable (0 when none is set).
 /// Slurm arrays may start at 1 (`--array=1-N`): `SLURM_ARRAY_TASK_MIN` is subtracted.
 pub fn task_index(flag: Option<usize>, tasks: usize) -> Result<usize> {
     let index = match flag {
@@ -30,6 +35,17 @@ pub fn task_index(flag: Option<usize>, tasks: usize) -> Result<usize> {
 }
 
 fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<usize> {
+    let offset = match get(TASK_OFFSET_VAR) {
+        None => 0,
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| Error::Usage(format!("{TASK_OFFSET_VAR}={v:?} is not a task index")))?,
+    };
+    Ok(offset + engine_index(get)?)
+}
+
+fn engine_index(get: impl Fn(&str) -> Option<String>) -> Result<usize> {
     for var in TASK_INDEX_VARS {
         if let Some(v) = get(var) {
             let parse = |s: &str, name: &str| {
@@ -193,6 +209,23 @@ mod tests {
             Some(3)
         );
         assert!(from_env(env(&[("JOB_COMPLETION_INDEX", "x")])).is_err());
+        // The second array of a split step: its offset plus the engine's index, the
+        // same way on every engine (and alone for a one-task job of Batch).
+        for var in TASK_INDEX_VARS {
+            let pairs: &'static [(&'static str, &'static str)] = match var {
+                "SLURM_ARRAY_TASK_ID" => &[("SLURM_ARRAY_TASK_ID", "7"), (TASK_OFFSET_VAR, "11")],
+                "AWS_BATCH_JOB_ARRAY_INDEX" => {
+                    &[("AWS_BATCH_JOB_ARRAY_INDEX", "7"), (TASK_OFFSET_VAR, "11")]
+                }
+                _ => &[("JOB_COMPLETION_INDEX", "7"), (TASK_OFFSET_VAR, "11")],
+            };
+            assert_eq!(from_env(env(pairs)).ok(), Some(18), "{var}");
+        }
+        assert_eq!(
+            from_env(env(&[(TASK_OFFSET_VAR, "10000")])).ok(),
+            Some(10000)
+        );
+        assert!(from_env(env(&[(TASK_OFFSET_VAR, "-1")])).is_err());
         assert!(task_index(Some(2), 2).is_err());
         assert!(task_index(Some(0), 0).is_err());
     }

@@ -1,11 +1,11 @@
 //! Data parallelism: one process per device, each reading every `world`-th sample,
 //! gradients averaged across processes after each micro-batch accumulation.
 //!
-//! The rank and world size come from the launcher's variables: torchrun's `RANK`,
-//! `WORLD_SIZE`, `LOCAL_RANK` (with `MASTER_ADDR`, `MASTER_PORT`), or Slurm's
-//! `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`. Processes meet over TCP at the
-//! master's address: rank 0 listens, the others connect. On CPU the same connections
-//! carry the gradients ([`TcpGroup`]: rank 0 sums them in rank order and sends the mean
+//! The rank and world size come from the launcher's variables, read in one place for
+//! every engine ([`pipeline::world`]): torchrun's, Slurm's `srun`, or those `mill` sets
+//! for the ranks it starts on an AWS Batch or Kubernetes node. Processes meet over TCP
+//! at the master's port: rank 0 listens on every address, the others connect to the
+//! master's address. On CPU the same connections carry the gradients ([`TcpGroup`]: rank 0 sums them in rank order and sends the mean
 //! back, so every rank applies the same update); on GPUs, NCCL does (the `cuda`
 //! feature, `nccl.rs`), and the TCP connections only carry NCCL's id.
 
@@ -17,71 +17,7 @@ use tch::{Kind, Tensor};
 
 use pipeline::{Error, Result};
 
-/// Where this process stands among the training processes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct World {
-    pub rank: usize,
-    pub size: usize,
-    /// Rank on this machine: the GPU this process drives.
-    pub local_rank: usize,
-    /// `host:port` of rank 0's rendezvous.
-    pub master: String,
-}
-
-impl World {
-    /// One process alone.
-    pub fn single() -> World {
-        World {
-            rank: 0,
-            size: 1,
-            local_rank: 0,
-            master: String::new(),
-        }
-    }
-
-    /// From torchrun's variables, else Slurm's, else one process. `var` reads a
-    /// variable (the environment, or a map in tests).
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<World> {
-        let num = |name: &str| -> Result<Option<usize>> {
-            var(name)
-                .map(|v| {
-                    v.trim().parse::<usize>().map_err(|_| {
-                        Error::Usage(format!("{name}={v:?} is not a non-negative integer"))
-                    })
-                })
-                .transpose()
-        };
-        let (rank, size, local) = if let Some(size) = num("WORLD_SIZE")? {
-            (num("RANK")?.unwrap_or(0), size, num("LOCAL_RANK")?)
-        } else if let Some(size) = num("SLURM_NTASKS")? {
-            (
-                num("SLURM_PROCID")?.unwrap_or(0),
-                size,
-                num("SLURM_LOCALID")?,
-            )
-        } else {
-            return Ok(World::single());
-        };
-        if size == 0 || rank >= size {
-            return Err(Error::Usage(format!(
-                "rank {rank} of a world of {size} processes"
-            )));
-        }
-        let addr = var("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
-        let port = var("MASTER_PORT").unwrap_or_else(|| "29500".into());
-        Ok(World {
-            rank,
-            size,
-            local_rank: local.unwrap_or(rank),
-            master: format!("{addr}:{port}"),
-        })
-    }
-
-    /// [`World::from_vars`] on this process's environment.
-    pub fn from_env() -> Result<World> {
-        World::from_vars(|k| std::env::var(k).ok())
-    }
-}
+pub use pipeline::world::World;
 
 /// Averages tensors across the training processes.
 pub trait Group: Send {
@@ -129,8 +65,16 @@ impl TcpGroup {
     pub fn connect(world: &World, timeout: Duration) -> Result<TcpGroup> {
         let mut peers = Vec::new();
         if world.size > 1 && world.rank == 0 {
-            let listener = TcpListener::bind(&world.master)
-                .map_err(|e| io_err(&format!("listening on {}", world.master), e))?;
+            // Every address at the master's port: the master's name may resolve to an
+            // address other processes reach but this one does not hold by that name.
+            let port = world.master.rsplit_once(':').map_or("", |(_, p)| p);
+            let any = if world.master.starts_with('[') {
+                format!("[::]:{port}")
+            } else {
+                format!("0.0.0.0:{port}")
+            };
+            let listener = TcpListener::bind(&any)
+                .map_err(|e| io_err(&format!("listening on {any} (master {})", world.master), e))?;
             let mut by_rank: Vec<Option<TcpStream>> = (0..world.size).map(|_| None).collect();
             for _ in 1..world.size {
                 let (mut s, _) = listener
@@ -301,40 +245,6 @@ impl Group for TcpGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranks_come_from_torchrun_then_slurm_variables() -> Result<()> {
-        let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
-        assert_eq!(World::from_vars(vars(&[]))?, World::single());
-        let w = World::from_vars(vars(&[
-            ("RANK", "3"),
-            ("WORLD_SIZE", "8"),
-            ("LOCAL_RANK", "1"),
-            ("MASTER_ADDR", "node1"),
-            ("MASTER_PORT", "1234"),
-            ("SLURM_PROCID", "0"),
-            ("SLURM_NTASKS", "2"),
-        ]))?;
-        assert_eq!((w.rank, w.size, w.local_rank), (3, 8, 1));
-        assert_eq!(w.master, "node1:1234");
-        let w = World::from_vars(vars(&[
-            ("SLURM_PROCID", "1"),
-            ("SLURM_NTASKS", "2"),
-            ("SLURM_LOCALID", "1"),
-        ]))?;
-        assert_eq!((w.rank, w.size, w.local_rank), (1, 2, 1));
-        let err = World::from_vars(vars(&[("RANK", "2"), ("WORLD_SIZE", "2")]))
-            .expect_err("rank out of range");
-        assert!(err.to_string().contains("rank 2"), "{err}");
-        Ok(())
-    }
 
     #[test]
     fn tcp_all_reduce_gives_every_rank_the_mean() -> Result<()> {

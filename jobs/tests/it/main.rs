@@ -2,12 +2,15 @@
 //! `mill step` as a fleet would call it, status and report (rendered in headless
 //! Chromium), and the whole run on the loopback S3 server.
 
+mod anywhere;
 mod copies;
 mod corpus;
+mod drive;
 mod fleet;
 mod giants;
 mod incremental;
 mod secrets;
+mod slurm_nodes;
 mod soak;
 mod submit;
 
@@ -57,6 +60,23 @@ fn reference_run(dir: &Path, name: &str) -> PathBuf {
         "reference run",
     );
     run
+}
+
+/// The fixture crawl uploaded to `s3://<bucket>/crawl/`.
+fn upload_crawl(storage: &pipeline::Storage, bucket: &str) {
+    let base = pipeline::Location::parse(&format!("s3://{bucket}/")).expect("address");
+    for entry in std::fs::read_dir(root().join("fixtures/crawl")).expect("fixtures") {
+        let p = entry.expect("entry").path();
+        if p.is_file() {
+            let name = p.file_name().expect("name").to_string_lossy().to_string();
+            storage
+                .put(
+                    &base.join(&format!("crawl/{name}")),
+                    &std::fs::read(&p).expect("read"),
+                )
+                .expect("upload");
+        }
+    }
 }
 
 fn mill(args: &[&str]) -> Command {
@@ -484,8 +504,8 @@ fn steps_as_fleet_tasks_give_the_same_shards() {
         }
     }
     assert_eq!(outputs(&fleet), outputs(&one));
-    // Every task wrote its completion note: `mill wait` (how Kubernetes pods order the
-    // steps) returns for a finished step and times out on one that never ran.
+    // Every task wrote its completion note: `mill wait` returns for a finished step
+    // and times out on one that never ran.
     let waited = ok(
         mill(&["wait", &f2, "tokens", "--tasks", "3", "--timeout", "1"])
             .output()
@@ -512,19 +532,8 @@ fn whole_run_on_s3() {
     let Some((storage, endpoint, bucket)) = pipeline::testing::s3_bucket("tm-mill") else {
         return;
     };
+    upload_crawl(&storage, &bucket);
     let base = pipeline::Location::parse(&format!("s3://{bucket}/")).expect("address");
-    for entry in std::fs::read_dir(root().join("fixtures/crawl")).expect("fixtures") {
-        let p = entry.expect("entry").path();
-        if p.is_file() {
-            let name = p.file_name().expect("name").to_string_lossy().to_string();
-            storage
-                .put(
-                    &base.join(&format!("crawl/{name}")),
-                    &std::fs::read(&p).expect("read"),
-                )
-                .expect("upload");
-        }
-    }
     let dir = tempfile::tempdir().expect("tmp");
     let run = format!("s3://{bucket}/run");
     let text = std::fs::read_to_string(pipeline_at(dir.path(), &run)).expect("read");

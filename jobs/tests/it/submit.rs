@@ -8,9 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::{mill, model_present, ok, outputs, pipeline_at};
 
+/// One Slurm test at a time: they share one cluster, and one kills a node (nextest
+/// runs them in the `slurm` test group; `cargo test` runs them in one process).
+pub(crate) static SLURM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Whether a Slurm cluster answers (`SLURM_CONF` set by scripts/slurm-up.sh); CI must
 /// have one.
-fn slurm_up() -> bool {
+pub(crate) fn slurm_up() -> bool {
     let up = std::env::var_os("SLURM_CONF").is_some()
         && Command::new("sinfo")
             .arg("-h")
@@ -28,7 +32,7 @@ fn slurm_up() -> bool {
 
 /// The fixture pipeline as 3 tasks per step, small tasks for a small cluster, task logs
 /// in `dir/logs`, and the `mill` a task runs (default: this build's).
-fn slurm_pipeline(dir: &Path, run: &Path, mill_bin: Option<&Path>) -> String {
+pub(crate) fn slurm_pipeline(dir: &Path, run: &Path, mill_bin: Option<&Path>) -> String {
     let f = pipeline_at(dir, &run.to_string_lossy());
     let mut text = std::fs::read_to_string(&f).expect("pipeline");
     text = text.replace("tasks = 1\n", "tasks = 3\n");
@@ -43,8 +47,9 @@ fn slurm_pipeline(dir: &Path, run: &Path, mill_bin: Option<&Path>) -> String {
     f.to_string_lossy().into_owned()
 }
 
-/// Submits, returning (step, job id) in order.
-fn submit(f: &str) -> Vec<(String, String)> {
+/// Submits, returning (step, job ids) in order: a step past the cluster's
+/// `MaxArraySize` is several arrays.
+pub(crate) fn submit(f: &str) -> Vec<(String, Vec<String>)> {
     let out = ok(
         mill(&["submit", f, "--engine", "slurm"])
             .output()
@@ -54,13 +59,27 @@ fn submit(f: &str) -> Vec<(String, String)> {
     assert!(out.contains("squeue -j"), "{out}");
     out.lines()
         .filter_map(|l| l.split_once('\t'))
-        .map(|(s, j)| (s.to_string(), j.to_string()))
+        .map(|(s, j)| (s.to_string(), j.split(',').map(str::to_string).collect()))
         .collect()
 }
 
-/// Every array task of `ids` with its state, once none is pending or running.
-fn wait_for(ids: &[(String, String)], limit: Duration) -> Vec<(String, String)> {
-    let list: Vec<&str> = ids.iter().map(|(_, j)| j.as_str()).collect();
+/// Every array task of `ids` with its state and node, once none is pending or running.
+pub(crate) fn wait_for(ids: &[(String, Vec<String>)], limit: Duration) -> Vec<(String, String)> {
+    wait_for_nodes(ids, limit)
+        .into_iter()
+        .map(|(j, s, _)| (j, s))
+        .collect()
+}
+
+/// (task, state, node) of every array task of `ids`, once none is pending or running.
+pub(crate) fn wait_for_nodes(
+    ids: &[(String, Vec<String>)],
+    limit: Duration,
+) -> Vec<(String, String, String)> {
+    let list: Vec<&str> = ids
+        .iter()
+        .flat_map(|(_, j)| j.iter().map(String::as_str))
+        .collect();
     let started = Instant::now();
     loop {
         let out = Command::new("squeue")
@@ -70,18 +89,22 @@ fn wait_for(ids: &[(String, String)], limit: Duration) -> Vec<(String, String)> 
                 "-t",
                 "all",
                 "-o",
-                "%i %T",
+                "%i %T %N",
                 "-j",
                 &list.join(","),
             ])
             .output()
             .expect("squeue");
-        let rows: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        let rows: Vec<(String, String, String)> = String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(a, b)| (a.to_string(), b.trim().to_string()))
+            .filter_map(|l| {
+                let mut cols = l.split_whitespace();
+                let id = cols.next()?.to_string();
+                let state = cols.next()?.to_string();
+                Some((id, state, cols.next().unwrap_or("").to_string()))
+            })
             .collect();
-        let busy = rows.iter().any(|(_, s)| {
+        let busy = rows.iter().any(|(_, s, _)| {
             matches!(
                 s.as_str(),
                 "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING"
@@ -98,16 +121,20 @@ fn wait_for(ids: &[(String, String)], limit: Duration) -> Vec<(String, String)> 
     }
 }
 
-/// States of the tasks of job `id` (array tasks `id_k`, or the job itself).
-fn states_of<'a>(rows: &'a [(String, String)], id: &str) -> Vec<&'a str> {
+/// States of the tasks of jobs `ids` (array tasks `id_k`, or the jobs themselves).
+pub(crate) fn states_of<'a>(rows: &'a [(String, String)], ids: &[String]) -> Vec<&'a str> {
     rows.iter()
-        .filter(|(j, _)| j == id || j.starts_with(&format!("{id}_")))
+        .filter(|(j, _)| {
+            ids.iter()
+                .any(|id| j == id || j.starts_with(&format!("{id}_")))
+        })
         .map(|(_, s)| s.as_str())
         .collect()
 }
 
 #[test]
 fn slurm_runs_the_fixture_pipeline_like_mill_run() {
+    let _one = SLURM.lock();
     if !model_present() || !slurm_up() {
         return;
     }
@@ -155,6 +182,7 @@ fn slurm_runs_the_fixture_pipeline_like_mill_run() {
 
 #[test]
 fn a_failed_slurm_task_stops_its_dependents_and_a_resubmit_finishes() {
+    let _one = SLURM.lock();
     if !model_present() || !slurm_up() {
         return;
     }
@@ -233,20 +261,36 @@ fn a_failed_slurm_task_stops_its_dependents_and_a_resubmit_finishes() {
     );
 }
 
-/// The fixture pipeline with every engine setting given and per-step resources.
-fn engines_pipeline(dir: &Path) -> String {
+/// The fixture pipeline with every engine setting given and per-step resources;
+/// `text_tasks` tasks in the text step, the train step on `nodes` × `gpus` GPUs.
+fn engines_pipeline(dir: &Path, text_tasks: usize, nodes: u32, gpus: u32) -> String {
     let f = pipeline_at(dir, &dir.join("run").to_string_lossy());
     let mut text = std::fs::read_to_string(&f).expect("pipeline");
-    text = text.replace("tasks = 1\n", "tasks = 3\n").replace(
-        "phase = \"dedup.clusters\"\n",
-        "phase = \"dedup.clusters\"\ncpus = 2\nmemory_mib = 64000\n",
-    );
+    text = text
+        .replace("tasks = 1\n", "tasks = 3\n")
+        .replace(
+            "phase = \"dedup.clusters\"\n",
+            "phase = \"dedup.clusters\"\ncpus = 2\nmemory_mib = 64000\n",
+        )
+        .replace(
+            "name = \"text\"\n",
+            &format!("name = \"text\"\ntasks = {text_tasks}\n"),
+        )
+        .replace(
+            "phase = \"train\"\n",
+            &format!(
+                "phase = \"train\"\nnodes = {nodes}\ngpus_per_node = {gpus}\ncpus = 96\nmemory_mib = 1000000\n"
+            ),
+        );
     text.push_str(
         "\n[submit]\nmill = \"/usr/local/bin/mill\"\nenv = { AWS_REGION = \"us-east-1\" }\n\
          [submit.slurm]\npartition = \"cpu\"\naccount = \"data\"\ntime = \"12:00:00\"\nextra = [\"--qos=high\"]\n\
+         max_array_size = 1001\nthrottle = 500\n\
          [submit.aws-batch]\njob_queue = \"curation\"\njob_definition = \"tokenmill:3\"\nattempts = 2\n\
+         gpu_job_queue = \"p5\"\ntrainer_image = \"registry.example/tokenmill-trainer:1\"\n\
          [submit.k8s]\nimage = \"registry.example/tokenmill:1\"\nnamespace = \"data\"\n\
-         service_account = \"mill\"\nlimit_factor = 1.5\nparallelism = 2\n",
+         trainer_image = \"registry.example/tokenmill-trainer:1\"\n\
+         service_account = \"mill\"\nlimit_factor = 1.5\nparallelism = 200\n",
     );
     std::fs::write(&f, text).expect("pipeline");
     f.to_string_lossy().into_owned()
@@ -260,16 +304,13 @@ fn check_schemas(dir: &Path) -> std::process::Output {
         .expect("python3 scripts/check_submit.py")
 }
 
-#[test]
-fn batch_requests_and_kubernetes_jobs_pass_their_schemas() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let f = engines_pipeline(dir.path());
-    let out = dir.path().join("jobs");
+/// `mill submit --dry-run --out <dir>/jobs` for every engine.
+fn dry_runs(f: &str, out: &Path) {
     for engine in ["aws-batch", "k8s", "slurm"] {
         let printed = ok(
             mill(&[
                 "submit",
-                &f,
+                f,
                 "--engine",
                 engine,
                 "--dry-run",
@@ -282,6 +323,15 @@ fn batch_requests_and_kubernetes_jobs_pass_their_schemas() {
         );
         assert!(printed.contains("# ---- step model"), "{printed}");
     }
+}
+
+#[test]
+fn a_crawl_sized_pipeline_fits_every_engine_and_passes_their_schemas() {
+    // 5,000 text tasks, a 2-node × 8-GPU train step: the README's fleet example.
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = engines_pipeline(dir.path(), 5000, 2, 8);
+    let out = dir.path().join("jobs");
+    dry_runs(&f, &out);
     // Nothing was submitted or written in the run: a dry run stores no pipeline copy.
     assert!(!dir.path().join("run").exists());
     let checked = check_schemas(&out);
@@ -291,47 +341,32 @@ fn batch_requests_and_kubernetes_jobs_pass_their_schemas() {
         "schemas: {report}{}",
         String::from_utf8_lossy(&checked.stderr)
     );
+    // Batch: 8 SubmitJob requests and the train step's job definition; Kubernetes: 8
+    // steps and the driver.
     assert_eq!(
         report.lines().filter(|l| l.starts_with("ok")).count(),
-        16,
+        18,
         "{report}"
     );
     eprintln!("{report}");
     let read = |name: &str| std::fs::read_to_string(out.join(name)).expect("job file");
-    // AWS Batch: arrays of 3, the previous job as dependency, the clusters' memory.
-    let text: serde_json::Value = serde_json::from_str(&read("00-text.json")).expect("json");
-    assert_eq!(text["arrayProperties"]["size"], 3);
-    assert!(text.get("dependsOn").is_none());
-    let clusters: serde_json::Value =
-        serde_json::from_str(&read("03-clusters.json")).expect("json");
-    assert!(clusters.get("arrayProperties").is_none(), "one task");
-    assert_eq!(
-        clusters["dependsOn"][0]["jobId"],
-        "<job id of step buckets>"
-    );
-    assert_eq!(
-        clusters["containerOverrides"]["resourceRequirements"][1],
-        serde_json::json!({"type": "MEMORY", "value": "64000"})
-    );
-    assert_eq!(
-        clusters["containerOverrides"]["command"][0],
-        "/usr/local/bin/mill"
-    );
-    // Kubernetes: Indexed Jobs, each after the first waiting for the step before.
-    let k8s = read("04-deduped.yaml");
-    for want in [
-        "completionMode: Indexed",
-        "completions: 3",
-        "parallelism: 2",
-        "backoffLimitPerIndex: 2",
-        "- wait\n",
-        "- clusters\n",
-        "serviceAccountName: mill",
-    ] {
-        assert!(k8s.contains(want), "{want:?} missing:\n{k8s}");
+    let json =
+        |name: &str| -> serde_json::Value { serde_json::from_str(&read(name)).expect("json") };
+    // Slurm: 5,000 tasks as 5 arrays of at most 1,001 (MaxArraySize), each with its
+    // offset and the throttle.
+    for k in 0..5 {
+        let sbatch = read(&format!("00-text.{k}.sbatch"));
+        let last = if k == 4 { 4999 - 4004 } else { 1000 };
+        assert!(
+            sbatch.contains(&format!("#SBATCH --array=0-{last}%500\n")),
+            "{sbatch}"
+        );
+        assert!(
+            sbatch.contains(&format!("export TOKENMILL_TASK_OFFSET={}\n", k * 1001)),
+            "{sbatch}"
+        );
     }
-    assert!(!read("00-text.yaml").contains("initContainers"));
-    // Slurm: the settings as #SBATCH lines.
+    assert!(!out.join("00-text.5.sbatch").exists());
     let sbatch = read("03-clusters.sbatch");
     for want in [
         "#SBATCH --array=0-0",
@@ -346,7 +381,105 @@ fn batch_requests_and_kubernetes_jobs_pass_their_schemas() {
     ] {
         assert!(sbatch.contains(want), "{want:?} missing:\n{sbatch}");
     }
-    // The checks can fail: a wrong enum and an unknown field are caught by name.
+    let train = read("07-model.sbatch");
+    for want in [
+        "#SBATCH --nodes=2\n",
+        "#SBATCH --ntasks-per-node=8\n",
+        "#SBATCH --gpus-per-node=8\n",
+        "#SBATCH --cpus-per-task=12\n",
+        "srun --kill-on-bad-exit=1 --ntasks=16 --ntasks-per-node=8 /usr/local/bin/mill step",
+        "MASTER_PORT",
+    ] {
+        assert!(train.contains(want), "{want:?} missing:\n{train}");
+    }
+    assert!(!train.contains("--array"), "{train}");
+    // AWS Batch: 5,000 tasks fit one array; the train step is a multi-node job of
+    // 2 nodes with 8 GPUs each in the trainer image, on the GPU queue.
+    let text = json("00-text.json");
+    assert_eq!(text["arrayProperties"]["size"], 5000);
+    assert!(text.get("dependsOn").is_none());
+    let clusters = json("03-clusters.json");
+    assert!(clusters.get("arrayProperties").is_none(), "one task");
+    assert_eq!(
+        clusters["dependsOn"][0]["jobId"],
+        "<job id of step buckets>"
+    );
+    assert_eq!(
+        clusters["containerOverrides"]["resourceRequirements"][1],
+        serde_json::json!({"type": "MEMORY", "value": "64000"})
+    );
+    assert_eq!(
+        clusters["containerOverrides"]["command"][0],
+        "/usr/local/bin/mill"
+    );
+    let def = json("07-model.jobdef.json");
+    assert_eq!(def["type"], "multinode");
+    assert_eq!(def["nodeProperties"]["numNodes"], 2);
+    let node = &def["nodeProperties"]["nodeRangeProperties"][0]["container"];
+    assert_eq!(node["image"], "registry.example/tokenmill-trainer:1");
+    assert!(
+        node["resourceRequirements"]
+            .as_array()
+            .expect("resources")
+            .contains(&serde_json::json!({"type": "GPU", "value": "8"}))
+    );
+    assert!(
+        node["environment"]
+            .as_array()
+            .expect("env")
+            .contains(&serde_json::json!({"name": "TOKENMILL_GPUS_PER_NODE", "value": "8"}))
+    );
+    let model = json("07-model.json");
+    assert_eq!(model["jobDefinition"], def["jobDefinitionName"]);
+    assert_eq!(model["jobQueue"], "p5");
+    assert!(model.get("arrayProperties").is_none());
+    // Kubernetes: suspended Indexed Jobs, no waiting init containers, a driver that
+    // resumes them in order; the train step one pod per node behind a headless Service.
+    let items = |name: &str| json(name)["items"].as_array().expect("items").clone();
+    let text = &items("00-text.k8s.json")[0];
+    assert_eq!(text["spec"]["completionMode"], "Indexed");
+    assert_eq!(text["spec"]["completions"], 5000);
+    assert_eq!(text["spec"]["parallelism"], 200);
+    assert_eq!(text["spec"]["suspend"], true);
+    assert!(!read("04-deduped.k8s.json").contains("initContainers"));
+    assert!(read("04-deduped.k8s.json").contains("\"serviceAccountName\": \"mill\""));
+    let train = items("07-model.k8s.json");
+    let (service, job) = (&train[0], &train[1]);
+    assert_eq!(service["kind"], "Service");
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    assert_eq!(job["spec"]["completions"], 2);
+    assert_eq!(job["spec"]["parallelism"], 2);
+    assert_eq!(
+        job["spec"]["template"]["spec"]["subdomain"],
+        service["metadata"]["name"]
+    );
+    let c = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], "8");
+    assert_eq!(c["image"], "registry.example/tokenmill-trainer:1");
+    let master = format!(
+        "{}-0.{}",
+        job["metadata"]["name"].as_str().expect("name"),
+        service["metadata"]["name"].as_str().expect("name")
+    );
+    assert!(
+        c["env"]
+            .as_array()
+            .expect("env")
+            .contains(&serde_json::json!({"name": "MASTER_ADDR", "value": master}))
+    );
+    let driver = items("08-driver.k8s.json");
+    let kinds: Vec<&str> = driver.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert_eq!(kinds, ["ServiceAccount", "Role", "RoleBinding", "Job"]);
+    let command: Vec<&str> = driver[3]["spec"]["template"]["spec"]["containers"][0]["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(&command[..2], ["/usr/local/bin/mill", "drive"]);
+    assert!(command.contains(&"text=run-text"), "{command:?}");
+    assert!(command.contains(&"model=run-model"), "{command:?}");
+    // The checks can fail: a wrong enum, an unknown field, an array past Batch's cap.
     let bad = dir.path().join("bad");
     std::fs::create_dir_all(&bad).expect("dir");
     std::fs::write(
@@ -355,19 +488,124 @@ fn batch_requests_and_kubernetes_jobs_pass_their_schemas() {
     )
     .expect("bad json");
     std::fs::write(
-        bad.join("x.yaml"),
-        read("00-text.yaml").replace(
-            "completionMode: Indexed",
-            "completionMode: Indexed\n  retries: 3",
+        bad.join("y.json"),
+        read("00-text.json").replace("\"size\": 5000", "\"size\": 20000"),
+    )
+    .expect("bad json");
+    std::fs::write(
+        bad.join("x.k8s.json"),
+        read("00-text.k8s.json").replace(
+            "\"completionMode\": \"Indexed\",",
+            "\"completionMode\": \"Indexed\", \"retries\": 3,",
         ),
     )
-    .expect("bad yaml");
+    .expect("bad k8s");
     let checked = check_schemas(&bad);
     let report = String::from_utf8_lossy(&checked.stdout);
     assert!(!checked.status.success(), "{report}");
     assert!(
-        report.contains("VCPUS") && report.contains("retries"),
+        report.contains("VCPUS") && report.contains("retries") && report.contains("20000"),
         "{report}"
+    );
+}
+
+#[test]
+fn steps_past_each_engines_cap_become_several_arrays() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // 250,000 tasks: 3 Indexed Jobs on Kubernetes (100,000 a Job), and more arrays
+    // than AWS Batch lets the next step depend on (20 of 10,000).
+    let f = engines_pipeline(dir.path(), 250_000, 1, 1);
+    let out = dir.path().join("k8s");
+    ok(
+        mill(&[
+            "submit",
+            &f,
+            "--engine",
+            "k8s",
+            "--dry-run",
+            "--out",
+            &out.to_string_lossy(),
+        ])
+        .output()
+        .expect("dry run"),
+        "k8s dry run",
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("00-text.k8s.json")).expect("k8s"))
+            .expect("json");
+    let jobs = list["items"].as_array().expect("items");
+    let sizes: Vec<u64> = jobs
+        .iter()
+        .filter_map(|j| j["spec"]["completions"].as_u64())
+        .collect();
+    assert_eq!(sizes, [100_000, 100_000, 50_000]);
+    let offsets: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            j["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .expect("env")
+                .iter()
+                .find(|e| e["name"] == "TOKENMILL_TASK_OFFSET")
+                .and_then(|e| e["value"].as_str())
+                .expect("offset")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(offsets, ["0", "100000", "200000"]);
+    let batch = mill(&["submit", &f, "--engine", "aws-batch", "--dry-run"])
+        .output()
+        .expect("dry run");
+    assert!(!batch.status.success());
+    let err = String::from_utf8_lossy(&batch.stderr);
+    assert!(
+        err.contains("25 array jobs") && err.contains("200000"),
+        "{err}"
+    );
+    // 25,000 tasks: 3 Batch arrays, each told its offset; the next step depends on all.
+    let f = engines_pipeline(dir.path(), 25_000, 1, 1);
+    let out = dir.path().join("batch");
+    ok(
+        mill(&[
+            "submit",
+            &f,
+            "--engine",
+            "aws-batch",
+            "--dry-run",
+            "--out",
+            &out.to_string_lossy(),
+        ])
+        .output()
+        .expect("dry run"),
+        "batch dry run",
+    );
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join(name)).expect("file")).expect("json")
+    };
+    for (k, (size, offset)) in [(10_000, "0"), (10_000, "10000"), (5_000, "20000")]
+        .into_iter()
+        .enumerate()
+    {
+        let r = read(&format!("00-text.{k}.json"));
+        assert_eq!(r["arrayProperties"]["size"], size);
+        assert!(
+            r["containerOverrides"]["environment"]
+                .as_array()
+                .expect("env")
+                .contains(&serde_json::json!({"name": "TOKENMILL_TASK_OFFSET", "value": offset}))
+        );
+    }
+    assert_eq!(
+        read("01-signatures.json")["dependsOn"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+    let checked = check_schemas(&out);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
     );
 }
 
