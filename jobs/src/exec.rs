@@ -228,6 +228,10 @@ pub struct StepSummary {
     /// inputs, the first task's count).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub refused: std::collections::BTreeMap<String, u64>,
+    /// What the step did beyond documents (the train step: steps, tokens, losses,
+    /// checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The stems with a marker below a step's output, and their counters summed.
@@ -303,6 +307,10 @@ pub fn run(
                 .ok()
                 .map(|m| m.tokens);
         }
+        if spec.kind()? == Kind::Train {
+            summary.tokens = summary.stats.counts.get("train_tokens").copied();
+            summary.note = crate::train::describe(&summary.stats, &output);
+        }
         out.push(summary);
     }
     Ok(out)
@@ -339,6 +347,9 @@ pub fn summary_table(steps: &[StepSummary]) -> String {
         }
         for (reason, n) in &st.refused {
             s.push_str(&format!("{:<14}   input refused {reason}: {n}\n", ""));
+        }
+        if let Some(note) = &st.note {
+            s.push_str(&format!("{:<14}   {note}\n", ""));
         }
     }
     s.push_str("inputs: processed in this run + skipped as done; docs: every input of the step, this run and earlier; docs/s: this run's inputs only\n");

@@ -176,7 +176,7 @@ fn main() -> anyhow::Result<()> {
             )?;
             print!("{}", jobs::summary_table(&steps));
             for (spec, s) in p.steps.iter().zip(&steps) {
-                if s.tokens.is_some() {
+                if s.tokens.is_some() && spec.kind()? == jobs::spec::Kind::TokenizeEncode {
                     println!("token shards: {}", p.step_output(&spec.name)?);
                 }
             }

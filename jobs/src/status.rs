@@ -35,6 +35,9 @@ pub struct StepStatus {
     pub stats: Stats,
     /// Started without a marker.
     pub running: Vec<Running>,
+    /// What the step did beyond documents (the train step, from its marker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl StepStatus {
@@ -101,7 +104,13 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
                 host: note.host,
             })
             .collect();
+        let note = if kind == Kind::Train {
+            crate::train::describe(&stats, &output)
+        } else {
+            None
+        };
         out.push(StepStatus {
+            note,
             name: spec.name.clone(),
             kind: spec
                 .phase
@@ -223,7 +232,15 @@ pub fn render(run: &Location, steps: &[StepStatus], stalled_after: u64) -> Strin
         for (reason, n) in &st.stats.drops {
             s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
         }
-        for (what, n) in &st.stats.counts {
+        if let Some(line) = &st.note {
+            s.push_str(&format!("{:<14}   {line}\n", ""));
+        }
+        for (what, n) in st
+            .stats
+            .counts
+            .iter()
+            .filter(|(k, _)| !k.starts_with("train_"))
+        {
             s.push_str(&format!("{:<14}   counted {what}: {n}\n", ""));
         }
         for r in &st.running {

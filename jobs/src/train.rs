@@ -109,6 +109,7 @@ pub fn train(
         // Rank 0's process records the step.
         return Ok(Report::default());
     }
+    let stats = trained(storage, &opts.output)?;
     write_marker(
         storage,
         &marker_loc,
@@ -120,13 +121,58 @@ pub fn train(
             source_hash: None,
             config_hash: hash,
             outputs: Vec::new(),
-            stats: Default::default(),
+            stats: stats.clone(),
         },
     )?;
     Ok(Report {
         processed: vec![STEM.into()],
+        stats,
         ..Report::default()
     })
+}
+
+/// What a training run did, from its step records up to its newest checkpoint: counts
+/// `train_steps`, `train_tokens`, `train_checkpoint_step`; values `train_loss` (the
+/// last step's) and `val_loss` (the last evaluated).
+pub fn trained(storage: &Storage, output: &Location) -> Result<pipeline::Stats> {
+    let curve = loss_curve(storage, output)?;
+    let mut stats = pipeline::Stats::default();
+    let Some(last) = curve.last() else {
+        return Ok(stats);
+    };
+    stats.counts.insert("train_steps".into(), last.step + 1);
+    stats
+        .counts
+        .insert("train_tokens".into(), curve.iter().map(|p| p.tokens).sum());
+    stats
+        .counts
+        .insert("train_checkpoint_step".into(), last.step + 1);
+    stats.values.insert("train_loss".into(), last.loss);
+    if let Some(v) = curve.iter().rev().find_map(|p| p.val_loss) {
+        stats.values.insert("val_loss".into(), v);
+    }
+    Ok(stats)
+}
+
+/// The line that says what a train step did, from its counters (`None` before it
+/// trained): steps, tokens, the final and validation losses, the checkpoint.
+pub fn describe(stats: &pipeline::Stats, output: &Location) -> Option<String> {
+    let steps = *stats.counts.get("train_steps")?;
+    let tokens = stats.counts.get("train_tokens").copied().unwrap_or(0);
+    let mut line = format!("trained {steps} steps, {tokens} tokens");
+    if let Some(l) = stats.values.get("train_loss") {
+        line.push_str(&format!(", loss {l:.4}"));
+    }
+    if let Some(v) = stats.values.get("val_loss") {
+        line.push_str(&format!(", validation loss {v:.4}"));
+    }
+    if let Some(c) = stats.counts.get("train_checkpoint_step") {
+        line.push_str(&format!(
+            ", checkpoint {}",
+            output.join(&format!("step-{c:08}/"))
+        ));
+    }
+    Some(line)
 }
 
 /// How this process takes part in a training job.
@@ -232,6 +278,9 @@ pub struct Point {
     pub loss: f64,
     #[serde(default)]
     pub val_loss: Option<f64>,
+    /// Tokens the step trained on.
+    #[serde(default)]
+    pub tokens: u64,
 }
 
 /// The loss curve of the run whose checkpoints are at `output`: the records of

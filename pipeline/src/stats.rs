@@ -29,6 +29,10 @@ pub struct Stats {
     /// addresses replaced), over every document the stages looked at.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counts: BTreeMap<String, u64>,
+    /// Measurements of a unit, by name (the train phase's `train_loss`, `val_loss`):
+    /// not summed, the later one stands.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, f64>,
 }
 
 /// The histogram bucket of a text of `bytes` bytes (see [`Stats::length_in`]).
@@ -82,6 +86,9 @@ impl Stats {
         }
         for (k, n) in &other.counts {
             *self.counts.entry(k.clone()).or_default() += n;
+        }
+        for (k, v) in &other.values {
+            self.values.insert(k.clone(), *v);
         }
     }
 }

@@ -1,10 +1,10 @@
 //! Loader-only benchmark: how many tokens per second one process's data loader
 //! streams from token shards (disk or S3), with nothing else running.
 //!
-//! `loader_bench write PREFIX TOKENS [SHARD_MIB]` writes synthetic shards (random ids
-//! below 256,000, documents of 200 to 4,000 tokens, int32 as a 256k vocabulary needs,
-//! objects of SHARD_MIB, default 256) and a manifest at PREFIX (trainer/gpu-check.sh
-//! trains on them too); `loader_bench read PREFIX [SEQ_LEN] [BATCH] [SECONDS]` reads shuffled
+//! `loader_bench write PREFIX TOKENS [SHARD_MIB] [VOCAB]` writes synthetic shards (random
+//! ids below VOCAB, default 256,000, documents of 200 to 4,000 tokens, int32 as a 256k
+//! vocabulary needs, objects of SHARD_MIB, default 256) and a manifest at PREFIX
+//! (trainer/gpu-check.sh and scripts/bench-trainer-cpu.sh train on them too); `loader_bench read PREFIX [SEQ_LEN] [BATCH] [SECONDS]` reads shuffled
 //! batches for SECONDS and prints tokens/s and the time spent waiting for data.
 //! `scripts/bench-loader.sh` runs both against local disk and the loopback S3 server.
 
@@ -24,7 +24,8 @@ fn main() -> anyhow::Result<()> {
         "write" => {
             let tokens: u64 = arg(2, "50000000").parse()?;
             let shard_mib: u64 = arg(3, "256").parse()?;
-            write(&storage, &prefix, tokens, shard_mib)
+            let vocab: u32 = arg(4, "256000").parse()?;
+            write(&storage, &prefix, tokens, shard_mib, vocab.max(2))
         }
         "read" => {
             let config = DataConfig {
@@ -50,21 +51,25 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => anyhow::bail!(
-            "usage: loader_bench write PREFIX TOKENS [SHARD_MIB] | read PREFIX [SEQ_LEN] [BATCH] [SECONDS]"
+            "usage: loader_bench write PREFIX TOKENS [SHARD_MIB] [VOCAB] | read PREFIX [SEQ_LEN] [BATCH] [SECONDS]"
         ),
     }
 }
 
-fn write(storage: &Storage, prefix: &Location, tokens: u64, shard_mib: u64) -> anyhow::Result<()> {
+fn write(
+    storage: &Storage,
+    prefix: &Location,
+    tokens: u64,
+    shard_mib: u64,
+    vocab: u32,
+) -> anyhow::Result<()> {
     let mut rng = fastrand::Rng::with_seed(1);
     let (mut shards, mut written, mut documents) = (Vec::new(), 0u64, 0u64);
     while written < tokens {
         let name = format!("synthetic-{:05}", shards.len());
         let mut w = DatasetWriter::create(storage, &prefix.join(&name), Dtype::I32)?;
         while w.bin_bytes() < shard_mib.max(1) << 20 && written < tokens {
-            let doc: Vec<u32> = (0..rng.u32(200..4000))
-                .map(|_| rng.u32(1..256_000))
-                .collect();
+            let doc: Vec<u32> = (0..rng.u32(200..4000)).map(|_| rng.u32(1..vocab)).collect();
             written += doc.len() as u64;
             w.push(&doc)?;
         }
@@ -80,7 +85,7 @@ fn write(storage: &Storage, prefix: &Location, tokens: u64, shard_mib: u64) -> a
     let manifest = Manifest {
         tokenizer: "synthetic".into(),
         tokenizer_sha256: "0".repeat(64),
-        vocab_size: 256_000,
+        vocab_size: vocab as usize,
         dtype: Dtype::I32,
         end_of_document: "<|endoftext|>".into(),
         end_of_document_id: 0,

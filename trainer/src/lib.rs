@@ -111,6 +111,19 @@ pub struct StepRecord {
     /// Mean loss on the validation split, on the steps that evaluate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub val_loss: Option<f64>,
+    /// Of the step's time, seconds in the forward passes, the backward passes and the
+    /// optimiser (gradient exchange, clipping, update, copy to the compute weights).
+    /// On CPU only: on a GPU the host's clock sees kernel launches, not their work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
+}
+
+/// Where a step's time went (seconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    pub forward: f64,
+    pub backward: f64,
+    pub optimizer: f64,
 }
 
 impl StepRecord {

@@ -244,6 +244,12 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
                     if let Some(v) = r.val_loss {
                         line["val_loss"] = v.into();
                     }
+                    if let Some(p) = r.phases {
+                        line["seconds"] = r.seconds.into();
+                        line["forward_s"] = p.forward.into();
+                        line["backward_s"] = p.backward.into();
+                        line["optimizer_s"] = p.optimizer.into();
+                    }
                     bar.suspend(|| println!("{line}"));
                 }
             }

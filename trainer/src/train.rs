@@ -183,32 +183,34 @@ pub fn train_with(
     let net = seeded(config.seed, || model::Model::new(&vs, model))?;
     let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    // f32 master weights: the parameters themselves, or (bf16) f32 copies of them.
-    let mut masters: Vec<Tensor> = named
-        .iter()
-        .map(|(_, t)| {
-            if bf16 {
-                t.f_detach_copy().map_err(tch_err)
-            } else {
-                Ok(t.shallow_clone())
-            }
-        })
-        .collect::<Result<_>>()?;
-    let mut params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
-    let sync_params = |params: &mut [Tensor], masters: &[Tensor]| -> Result<()> {
-        if bf16 {
+    // f32 master weights in one flat buffer (matrices first: optim::Layout), `masters`
+    // their per-parameter views. The parameters themselves are views of it (f32), or
+    // of one flat bf16 copy of it, refreshed by one copy after each update.
+    let layout = optim::Layout::of(named.iter().map(|(_, t)| t.size()).collect());
+    let originals: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let master = optim::Flat::copy_of(&originals, &layout, Kind::Float)?;
+    let mut masters: Vec<Tensor> = master.views.iter().map(Tensor::shallow_clone).collect();
+    let compute = if bf16 {
+        Some(Tensor::f_zeros([layout.total], (Kind::BFloat16, device)).map_err(tch_err)?)
+    } else {
+        None
+    };
+    let params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
+    {
+        let _guard = tch::no_grad_guard();
+        let target = compute.as_ref().unwrap_or(&master.flat);
+        for (p, view) in params.iter().zip(optim::views(target, &layout)?) {
+            p.shallow_clone().set_data(&view);
+        }
+    }
+    let sync_params = || -> Result<()> {
+        if let Some(c) = &compute {
             let _guard = tch::no_grad_guard();
-            for (p, m) in params.iter_mut().zip(masters) {
-                if p.kind() != Kind::BFloat16 {
-                    p.set_data(&m.f_to_kind(Kind::BFloat16).map_err(tch_err)?);
-                } else {
-                    p.f_copy_(m).map_err(tch_err)?;
-                }
-            }
+            c.shallow_clone().f_copy_(&master.flat).map_err(tch_err)?;
         }
         Ok(())
     };
-    sync_params(&mut params, &masters)?;
+    sync_params()?;
     let mut opt = optim::AdamW::new(&masters, &config.adamw)?;
     let (mut start, mut position) = (0u64, 0u64);
     if let Some(c) = checkpoints.filter(|c| c.resume)
@@ -219,7 +221,7 @@ pub fn train_with(
         restore(&mut opt.v, &named, &loaded.optim, "v.")?;
         opt.step = loaded.state.optim_step;
         (start, position) = (loaded.state.step, loaded.state.position);
-        sync_params(&mut params, &masters)?;
+        sync_params()?;
     }
     let micro = config.micro_batch.max(1);
     let accumulation = accumulation(config, seq_len, world.size)?;
@@ -232,20 +234,26 @@ pub fn train_with(
         // The loop draws no random numbers today (no dropout); were it to, each step's
         // draws would depend on (seed, step) alone.
         seeded(step_seed(config.seed, step), || ());
-        for p in params.iter_mut() {
-            p.zero_grad();
+        for p in &params {
+            p.shallow_clone().zero_grad();
         }
         let mut loss_sum = 0.0;
+        let mut phases = crate::Phases::default();
         for _ in 0..accumulation {
             let next = loader.next_batch()?;
             position = next.next_position;
+            let t = Instant::now();
             let loss = net.loss(&samples(next.tokens, micro, device)?)?;
             loss_sum += loss.f_double_value(&[]).map_err(tch_err)?;
+            phases.forward += t.elapsed().as_secs_f64();
+            let t = Instant::now();
             loss.f_div_scalar(accumulation as f64)
                 .map_err(tch_err)?
                 .f_backward()
                 .map_err(tch_err)?;
+            phases.backward += t.elapsed().as_secs_f64();
         }
+        let optimizer_started = Instant::now();
         // f32 gradients (the bf16 ones upcast), the step's loss riding along so that
         // one exchange averages both over the ranks.
         let mut grads: Vec<Tensor> = params
@@ -275,10 +283,14 @@ pub fn train_with(
             .map(|l| l.f_double_value(&[0]).map_err(tch_err))
             .transpose()?
             .unwrap_or(f64::NAN);
-        let grad_norm = clip_grad_norm(&grads, config.max_grad_norm)?;
+        // One flat gradient in the optimiser's layout: the norm, the clipping and the
+        // update each go over it once.
+        let grad = optim::flatten(&grads, &opt.layout)?;
+        let grad_norm = clip_grad_norm(std::slice::from_ref(&grad), config.max_grad_norm)?;
         let lr = config.schedule.lr_at(step);
-        opt.update(&mut masters, &grads, lr)?;
-        sync_params(&mut params, &masters)?;
+        opt.update(&master.flat, &grad, lr)?;
+        sync_params()?;
+        phases.optimizer = optimizer_started.elapsed().as_secs_f64();
         let last = step + 1 == config.steps;
         let val_loss = if options.eval_every > 0 && ((step + 1) % options.eval_every == 0 || last) {
             validation_loss(&corpus, &net, &mut options, &world, micro)?
@@ -302,6 +314,7 @@ pub fn train_with(
                 tokens as f64 * flops_per_token / seconds.max(1e-9) / (peak * world.size as f64)
             }),
             val_loss,
+            phases: (device == Device::Cpu).then_some(phases),
         };
         on_step(&record);
         unsaved.push(record);

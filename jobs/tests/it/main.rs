@@ -195,6 +195,29 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     );
     eprintln!("tiny model on the fixture shards: loss {start:.3} -> {end:.3} in 60 steps");
     assert!(stdout.contains("token shards:"), "{stdout}");
+    // The summary says what the train step did: steps, tokens (60 × 8 × 64), the last
+    // losses and the checkpoint; the tokens column holds them too.
+    let trained = format!(
+        "trained 60 steps, 30720 tokens, loss {:.4}, validation loss {:.4}, checkpoint {}",
+        curve.last().expect("steps").loss,
+        curve
+            .iter()
+            .rev()
+            .find_map(|p| p.val_loss)
+            .expect("val loss"),
+        run.join("model/step-00000060").display()
+    );
+    assert!(stdout.contains(&trained), "{trained:?} missing:\n{stdout}");
+    let model_row = stdout
+        .lines()
+        .find(|l| l.starts_with("model"))
+        .expect("model row");
+    assert!(model_row.contains(" 30720 "), "{model_row}");
+    assert_eq!(
+        stdout.matches("token shards:").count(),
+        1,
+        "only the tokens step has shards:\n{stdout}"
+    );
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("tokens/manifest.json")).expect("manifest"))
             .expect("json");
@@ -243,6 +266,10 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     );
     assert!(status.contains("complete"), "{status}");
     assert!(!status.contains("running"), "{status}");
+    assert!(
+        status.contains(&trained),
+        "status from the marker:\n{status}"
+    );
     for step in ["text", "deduped", "tokens", "model"] {
         let line = status
             .lines()
