@@ -1,13 +1,16 @@
 """The PyTorch baseline of trainer/gpu-check.sh: the same Llama-style model as mill-train
 (RMSNorm, RoPE on head halves, SwiGLU, grouped-query attention through SDPA, tied
-embeddings), bf16 autocast with f32 weights, AdamW, random tokens.
-Usage: reference.py PRESET STEPS MICRO SEQ [--compile]. Prints one JSON line."""
-import json, math, sys, time
+embeddings), bf16 autocast with f32 weights, AdamW, random tokens. With --device cpu (the
+check's proof on a machine without a GPU) the arithmetic is f32 and the peak memory is the
+process's resident size.
+Usage: reference.py PRESET STEPS MICRO SEQ [--compile] [--device cuda|cpu]. Prints one
+JSON line."""
+import argparse, contextlib, json, math, platform, resource, time
 import torch
 import torch.nn.functional as F
 
 PRESETS = {  # dim, layers, heads, kv_heads, ffn: as trainer/src/model.rs
-    "125m": (768, 12, 12, 4, 2048), "350m": (1024, 24, 16, 8, 2816),
+    "tiny": (64, 2, 4, 2, 176), "125m": (768, 12, 12, 4, 2048), "350m": (1024, 24, 16, 8, 2816),
     "1b": (2048, 16, 32, 8, 5632), "7b": (4096, 32, 32, 8, 11008)}
 PEAKS = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362.05e12}
 VOCAB = 256_000
@@ -68,16 +71,26 @@ def flops_per_token(d, layers, h, kv, f, seq):
     return 6 * mm + 12 * layers * d * seq
 
 def main():
-    preset, steps, micro, seq = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    compiled = "--compile" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("preset", choices=PRESETS)
+    parser.add_argument("steps", type=int)
+    parser.add_argument("micro", type=int)
+    parser.add_argument("seq", type=int)
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = parser.parse_args()
+    preset, steps, micro, seq, compiled, dev = args.preset, args.steps, args.micro, args.seq, args.compile, args.device
+    cuda = dev == "cuda"
     d, layers, h, kv, f = PRESETS[preset]
     torch.manual_seed(1)
-    model = Llama(d, layers, h, kv, f, seq).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    model = Llama(d, layers, h, kv, f, seq).to(dev)
+    # Fused AdamW on the GPU (what a PyTorch user runs there); the default on the CPU.
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1,
+                            fused=True if cuda else None)
     fwd = torch.compile(model) if compiled else model
-    ids = torch.randint(0, VOCAB, (micro, seq + 1), device="cuda")
+    ids = torch.randint(0, VOCAB, (micro, seq + 1), device=dev)
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
             logits = fwd(ids[:, :-1])
         loss = F.cross_entropy(logits.float().view(-1, VOCAB), ids[:, 1:].reshape(-1))
         loss.backward()
@@ -85,23 +98,30 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     warm = min(10, steps // 4)
     for _ in range(warm):
         step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
     for _ in range(steps - warm):
         loss = step()
-    torch.cuda.synchronize()
+    sync()
     secs = time.perf_counter() - t
     tps = (steps - warm) * micro * seq / secs
-    name = torch.cuda.get_device_name()
-    peak = next((v for k, v in PEAKS.items() if k in name), None)
+    if cuda:
+        name = torch.cuda.get_device_name()
+        peak_mem = torch.cuda.max_memory_allocated() / 2**30
+    else:
+        name = platform.processor() or platform.machine()
+        peak_mem = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    peak = next((v for k, v in PEAKS.items() if k in name), None) if cuda else None
     mfu = tps * flops_per_token(d, layers, h, kv, f, seq) / peak if peak else None
     print(json.dumps({"tool": "pytorch" + ("+compile" if compiled else ""), "preset": preset,
                       "tokens_per_s": tps, "mfu": mfu, "loss": loss.item(),
-                      "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30, "gpu": name}))
+                      "peak_mem_gib": peak_mem, "gpu": name}))
 
 if __name__ == "__main__":
     main()

@@ -7,7 +7,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use tch::{Device, Kind, Tensor, nn};
 use trainer::model::{Model, ModelConfig};
-use trainer::optim::{AdamW, AdamWConfig, Flat, flatten};
+use trainer::optim::{AdamW, AdamWConfig, Flat, flatten_into};
 
 fn shapes() -> Vec<Vec<i64>> {
     let vs = nn::VarStore::new(Device::Cpu);
@@ -47,9 +47,10 @@ fn optimiser_step(c: &mut Criterion) {
         let mut opt = AdamW::new(&params, &config).expect("adamw");
         let masters = Flat::copy_of(&params, &opt.layout, Kind::Float).expect("flat");
         drop(params);
+        let grad = Tensor::zeros([opt.layout.total], (Kind::Float, Device::Cpu));
         group.bench_function("fused", |b| {
             b.iter(|| {
-                let grad = flatten(&grads, &opt.layout).expect("flatten");
+                flatten_into(&grads, &opt.layout, &grad).expect("flatten");
                 opt.update(&masters.flat, &grad, 1e-4).expect("step")
             })
         });

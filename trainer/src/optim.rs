@@ -4,11 +4,11 @@
 //!
 //! Fused: the f32 master weights, the moments and the gradients each live in one
 //! contiguous buffer ([`Flat`]), matrices first, and the per-parameter tensors are
-//! views into them. A step is then a dozen element-wise operations over three
-//! tensors, whatever the number of parameters, instead of a dozen per parameter (on a
-//! GPU, kernel launches), and every element goes through the same operations as in
-//! the per-parameter form ([`AdamW::update_each`], kept as the reference), so the two
-//! give the same bits.
+//! views into them. A step is then nine element-wise operations over flat
+//! tensors, no allocation, whatever the number of parameters, instead of a dozen per parameter (on a
+//! GPU, kernel launches), mostly in place; every element goes through the same
+//! operations as in the per-parameter form ([`AdamW::update_each`], kept as the
+//! reference), so the two give the same bits.
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -124,13 +124,22 @@ pub fn views(flat: &Tensor, layout: &Layout) -> Result<Vec<Tensor>> {
 /// `tensors` laid out by `layout` in one new flat f32 tensor (a gradient list into
 /// the optimiser's order): one copy.
 pub fn flatten(tensors: &[Tensor], layout: &Layout) -> Result<Tensor> {
+    Tensor::f_cat(&in_layout_order(tensors, layout)?, 0).map_err(tch)
+}
+
+/// [`flatten`] into `out` (a buffer kept from step to step: no allocation).
+pub fn flatten_into(tensors: &[Tensor], layout: &Layout, out: &Tensor) -> Result<()> {
+    let _ = Tensor::f_cat_out(out, &in_layout_order(tensors, layout)?, 0).map_err(tch)?;
+    Ok(())
+}
+
+fn in_layout_order(tensors: &[Tensor], layout: &Layout) -> Result<Vec<Tensor>> {
     let mut order: Vec<usize> = (0..tensors.len()).collect();
     order.sort_by_key(|&i| layout.offsets[i]);
-    let parts: Vec<Tensor> = order
+    order
         .iter()
         .map(|&i| tensors[i].f_reshape([-1]).map_err(tch))
-        .collect::<Result<_>>()?;
-    Tensor::f_cat(&parts, 0).map_err(tch)
+        .collect()
 }
 
 /// The optimiser and its state: the moments in flat buffers, `m` and `v` their
@@ -144,6 +153,10 @@ pub struct AdamW {
     v_flat: Tensor,
     pub m: Vec<Tensor>,
     pub v: Vec<Tensor>,
+    /// Room for the step's two temporaries, kept from step to step (a fresh buffer
+    /// the size of the model each step costs its page faults on the CPU).
+    scratch_flat: Tensor,
+    scratch: Vec<Tensor>,
 }
 
 impl AdamW {
@@ -153,6 +166,7 @@ impl AdamW {
         let device = params.first().map_or(Device::Cpu, Tensor::device);
         let m = Flat::zeros(&layout, Kind::Float, device)?;
         let v = Flat::zeros(&layout, Kind::Float, device)?;
+        let scratch = Flat::zeros(&layout, Kind::Float, device)?;
         Ok(AdamW {
             config: config.clone(),
             step: 0,
@@ -161,6 +175,8 @@ impl AdamW {
             v_flat: v.flat,
             m: m.views,
             v: v.views,
+            scratch_flat: scratch.flat,
+            scratch: scratch.views,
         })
     }
 
@@ -180,7 +196,16 @@ impl AdamW {
         }
         let mut p = params.shallow_clone();
         let (mut m, mut v) = (self.m_flat.shallow_clone(), self.v_flat.shallow_clone());
-        moments_and_step(&mut p, grad, &mut m, &mut v, &c, bc1, bc2, lr)
+        let mut scratch = self.scratch_flat.shallow_clone();
+        moments_and_step(
+            &mut p,
+            grad,
+            &mut m,
+            &mut v,
+            &mut scratch,
+            &c,
+            (bc1, bc2, lr),
+        )
     }
 
     fn corrections(&self) -> (f64, f64) {
@@ -197,11 +222,12 @@ impl AdamW {
         let c = self.config.clone();
         let (bc1, bc2) = self.corrections();
         let _guard = tch::no_grad_guard();
-        for (((p, g), m), v) in params
+        for ((((p, g), m), v), scratch) in params
             .iter_mut()
             .zip(grads)
             .zip(&mut self.m)
             .zip(&mut self.v)
+            .zip(&mut self.scratch)
         {
             if !g.defined() {
                 continue;
@@ -209,54 +235,39 @@ impl AdamW {
             if p.dim() >= 2 && c.weight_decay > 0.0 {
                 let _ = p.f_mul_scalar_(1.0 - lr * c.weight_decay).map_err(tch)?;
             }
-            moments_and_step(p, g, m, v, &c, bc1, bc2, lr)?;
+            moments_and_step(p, g, m, v, scratch, &c, (bc1, bc2, lr))?;
         }
         Ok(())
     }
 }
 
 /// Adam's moments and step on `p` (after decay), element-wise: the same operations,
-/// fused or not.
-#[allow(clippy::too_many_arguments)]
+/// fused or not, in place; `scratch` (as large as `p`) holds the temporaries.
+/// m ← m + (1−β1)(g − m); v ← β2·v + g·(1−β2)g; p ← p + m / (−(√v/√bc2 + ε)·bc1/lr).
+/// `(bc1, bc2, lr)`: the bias corrections and the learning rate.
 fn moments_and_step(
     p: &mut Tensor,
     g: &Tensor,
     m: &mut Tensor,
     v: &mut Tensor,
+    scratch: &mut Tensor,
     c: &AdamWConfig,
-    bc1: f64,
-    bc2: f64,
-    lr: f64,
+    (bc1, bc2, lr): (f64, f64, f64),
 ) -> Result<()> {
     // In-place ops return an alias of their target: the `let _` drop only that.
-    let _ = m.f_mul_scalar_(c.beta1).map_err(tch)?;
-    let _ = m
-        .f_add_(&g.f_mul_scalar(1.0 - c.beta1).map_err(tch)?)
-        .map_err(tch)?;
+    let _ = m.f_lerp_(g, 1.0 - c.beta1).map_err(tch)?;
     let _ = v.f_mul_scalar_(c.beta2).map_err(tch)?;
-    let _ = v
-        .f_add_(
-            &g.f_mul(g)
-                .map_err(tch)?
-                .f_mul_scalar(1.0 - c.beta2)
-                .map_err(tch)?,
-        )
-        .map_err(tch)?;
-    let denom = v
-        .f_div_scalar(bc2)
-        .map_err(tch)?
-        .f_sqrt()
-        .map_err(tch)?
-        .f_add_scalar(c.eps)
-        .map_err(tch)?;
-    let step = m
-        .f_div_scalar(bc1)
-        .map_err(tch)?
-        .f_div(&denom)
-        .map_err(tch)?
-        .f_mul_scalar(lr)
-        .map_err(tch)?;
-    let _ = p.f_sub_(&step).map_err(tch)?;
+    let _ = g.f_mul_scalar_out(scratch, 1.0 - c.beta2).map_err(tch)?;
+    let _ = v.f_addcmul_(g, scratch).map_err(tch)?;
+    if lr == 0.0 {
+        return Ok(());
+    }
+    let _ = v.f_sqrt_out(scratch).map_err(tch)?;
+    let _ = scratch.f_div_scalar_(bc2.sqrt()).map_err(tch)?;
+    let _ = scratch.f_add_scalar_(c.eps).map_err(tch)?;
+    // addcdiv adds m / scratch: the step's size (and its sign) goes into the divisor.
+    let _ = scratch.f_mul_scalar_(-bc1 / lr).map_err(tch)?;
+    let _ = p.f_addcdiv_(m, scratch).map_err(tch)?;
     Ok(())
 }
 

@@ -212,6 +212,8 @@ pub fn train_with(
     };
     sync_params()?;
     let mut opt = optim::AdamW::new(&masters, &config.adamw)?;
+    // The step's gradient in the optimiser's layout, kept from step to step.
+    let grad = Tensor::f_zeros([layout.total], (Kind::Float, device)).map_err(tch_err)?;
     let (mut start, mut position) = (0u64, 0u64);
     if let Some(c) = checkpoints.filter(|c| c.resume)
         && let Some(loaded) = checkpoint::load_latest(&c.storage, &c.dir, &hash)?
@@ -285,7 +287,7 @@ pub fn train_with(
             .unwrap_or(f64::NAN);
         // One flat gradient in the optimiser's layout: the norm, the clipping and the
         // update each go over it once.
-        let grad = optim::flatten(&grads, &opt.layout)?;
+        optim::flatten_into(&grads, &opt.layout, &grad)?;
         let grad_norm = clip_grad_norm(std::slice::from_ref(&grad), config.max_grad_norm)?;
         let lr = config.schedule.lr_at(step);
         opt.update(&master.flat, &grad, lr)?;
