@@ -236,12 +236,9 @@ pub fn train_with(
         // The loop draws no random numbers today (no dropout); were it to, each step's
         // draws would depend on (seed, step) alone.
         seeded(step_seed(config.seed, step), || ());
-        for p in &params {
-            p.shallow_clone().zero_grad();
-        }
         let mut loss_sum = 0.0;
         let mut phases = crate::Phases::default();
-        for _ in 0..accumulation {
+        for micro_batch in 0..accumulation {
             let next = loader.next_batch()?;
             position = next.next_position;
             let t = Instant::now();
@@ -249,45 +246,43 @@ pub fn train_with(
             loss_sum += loss.f_double_value(&[]).map_err(tch_err)?;
             phases.forward += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            loss.f_div_scalar(accumulation as f64)
-                .map_err(tch_err)?
-                .f_backward()
-                .map_err(tch_err)?;
+            let scaled = loss.f_div_scalar(accumulation as f64).map_err(tch_err)?;
+            // The gradients returned, not accumulated into each parameter's `.grad`
+            // (which would be zeroed, then added to, every step), and gathered into the
+            // flat f32 gradient in the optimiser's layout (bf16 ones upcast).
+            let grads =
+                Tensor::f_run_backward(&[&scaled], &params, false, false).map_err(tch_err)?;
+            let grads = if bf16 {
+                grads
+                    .iter()
+                    .map(|g| g.f_to_kind(Kind::Float).map_err(tch_err))
+                    .collect::<Result<Vec<_>>>()?
+            } else {
+                grads
+            };
+            if micro_batch == 0 {
+                optim::flatten_into(&grads, &opt.layout, &grad)?;
+            } else {
+                let _ = grad
+                    .shallow_clone()
+                    .f_add_(&optim::flatten(&grads, &opt.layout)?)
+                    .map_err(tch_err)?;
+            }
             phases.backward += t.elapsed().as_secs_f64();
         }
         let optimizer_started = Instant::now();
-        // f32 gradients (the bf16 ones upcast), the step's loss riding along so that
-        // one exchange averages both over the ranks.
-        let mut grads: Vec<Tensor> = params
-            .iter()
-            .zip(&masters)
-            .map(|(p, m)| {
-                let g = p.grad();
-                if !g.defined() {
-                    m.f_zeros_like().map_err(tch_err)
-                } else if bf16 {
-                    g.f_to_kind(Kind::Float).map_err(tch_err)
-                } else {
-                    Ok(g)
-                }
-            })
-            .collect::<Result<_>>()?;
-        grads.push(
+        // The step's loss rides along with the gradient, so that one exchange averages
+        // both over the ranks (in place).
+        let mut exchanged = vec![
+            grad.shallow_clone(),
             Tensor::from_slice(&[(loss_sum / accumulation as f64) as f32])
                 .f_to_device(device)
                 .map_err(tch_err)?,
-        );
+        ];
         if let Some(g) = options.group.as_mut() {
-            g.all_reduce_mean(&mut grads)?;
+            g.all_reduce_mean(&mut exchanged)?;
         }
-        let loss = grads
-            .pop()
-            .map(|l| l.f_double_value(&[0]).map_err(tch_err))
-            .transpose()?
-            .unwrap_or(f64::NAN);
-        // One flat gradient in the optimiser's layout: the norm, the clipping and the
-        // update each go over it once.
-        optim::flatten_into(&grads, &opt.layout, &grad)?;
+        let loss = exchanged[1].f_double_value(&[0]).map_err(tch_err)?;
         let grad_norm = clip_grad_norm(std::slice::from_ref(&grad), config.max_grad_norm)?;
         let lr = config.schedule.lr_at(step);
         opt.update(&master.flat, &grad, lr)?;
