@@ -132,7 +132,7 @@ pub fn train(
 }
 
 /// What a training run did, from its step records up to its newest checkpoint: counts
-/// `train_steps`, `train_tokens`, `train_checkpoint_step`; values `train_loss` (the
+/// `train_steps`, `train_tokens`; values `train_loss` (the
 /// last step's) and `val_loss` (the last evaluated).
 pub fn trained(storage: &Storage, output: &Location) -> Result<pipeline::Stats> {
     let curve = loss_curve(storage, output)?;
@@ -144,9 +144,6 @@ pub fn trained(storage: &Storage, output: &Location) -> Result<pipeline::Stats> 
     stats
         .counts
         .insert("train_tokens".into(), curve.iter().map(|p| p.tokens).sum());
-    stats
-        .counts
-        .insert("train_checkpoint_step".into(), last.step + 1);
     stats.values.insert("train_loss".into(), last.loss);
     if let Some(v) = curve.iter().rev().find_map(|p| p.val_loss) {
         stats.values.insert("val_loss".into(), v);
@@ -166,12 +163,11 @@ pub fn describe(stats: &pipeline::Stats, output: &Location) -> Option<String> {
     if let Some(v) = stats.values.get("val_loss") {
         line.push_str(&format!(", validation loss {v:.4}"));
     }
-    if let Some(c) = stats.counts.get("train_checkpoint_step") {
-        line.push_str(&format!(
-            ", checkpoint {}",
-            output.join(&format!("step-{c:08}/"))
-        ));
-    }
+    // The last checkpoint is the last step's (the curve stops at `latest`).
+    line.push_str(&format!(
+        ", checkpoint {}",
+        output.join(&format!("step-{steps:08}/"))
+    ));
     Some(line)
 }
 

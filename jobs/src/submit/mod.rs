@@ -371,7 +371,7 @@ pub fn wait(
     }
 }
 
-/// The folder the engine's files are written for: where `mill submit` runs.
+/// Slurm's log folder: the setting, else `slurm-logs` where `mill submit` runs.
 pub(crate) fn logs_dir(configured: Option<&str>, cwd: &Path) -> String {
     configured
         .map(str::to_string)

@@ -79,6 +79,17 @@ fn upload_crawl(storage: &pipeline::Storage, bucket: &str) {
     }
 }
 
+/// Writes an executable script (a wrapper around `mill` that tests give Slurm).
+fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("script");
+    let chmod = Command::new("chmod")
+        .arg("+x")
+        .arg(path)
+        .status()
+        .expect("chmod");
+    assert!(chmod.success());
+}
+
 fn mill(args: &[&str]) -> Command {
     mill_in(&root(), args)
 }

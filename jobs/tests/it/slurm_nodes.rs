@@ -254,20 +254,13 @@ fn a_node_killed_mid_step_loses_nothing() {
     let clean = reference_text_run(d);
     // Slow tasks (a wrapper sleeps first), so that node2 dies while they run.
     let wrapper = d.join("mill-slow");
-    std::fs::write(
+    crate::write_executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/bash\nsleep 12\nexec {} \"$@\"\n",
             env!("CARGO_BIN_EXE_mill")
         ),
-    )
-    .expect("wrapper");
-    let chmod = Command::new("chmod")
-        .arg("+x")
-        .arg(&wrapper)
-        .status()
-        .expect("chmod");
-    assert!(chmod.success());
+    );
     let run = d.join("run");
     let f = text_pipeline(
         d,

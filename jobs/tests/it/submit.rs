@@ -195,23 +195,16 @@ fn a_failed_slurm_task_stops_its_dependents_and_a_resubmit_finishes() {
     std::fs::write(&flag, "").expect("flag");
     let attempts = d.join("attempts");
     let wrapper = d.join("mill-failing");
-    std::fs::write(
+    crate::write_executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/bash\nif [ \"$3\" = buckets ] && [ \"$SLURM_ARRAY_TASK_ID\" = 1 ] && [ -e {flag} ]; then\n  \
              echo attempt >> {attempts}\n  echo 'planned failure' >&2\n  exit 9\nfi\nexec {mill} \"$@\"\n",
             flag = flag.display(),
             attempts = attempts.display(),
             mill = env!("CARGO_BIN_EXE_mill"),
         ),
-    )
-    .expect("wrapper");
-    let chmod = Command::new("chmod")
-        .arg("+x")
-        .arg(&wrapper)
-        .status()
-        .expect("chmod");
-    assert!(chmod.success());
+    );
     let run = d.join("run");
     let f = slurm_pipeline(&d, &run, Some(&wrapper));
     let ids = submit(&f);
