@@ -1,16 +1,18 @@
 //! `trainer`: trains a decoder on the token shards the pipeline writes.
 //!
-//! Built so far: [`data`], the loader that turns `mill-tokenize` output (Megatron
-//! `.bin/.idx` datasets and their manifest, on disk or S3) into training samples;
-//! [`model`], a Llama-style decoder on libtorch; [`optim`], AdamW; [`schedule`], warm-up
-//! and cosine decay; [`train_steps`], the loop that joins them on one process, with
-//! gradient accumulation and clipping. Checkpoints, resume, export, metrics and
-//! `mill-train` come next (see the README).
+//! [`data`], the loader that turns `mill-tokenize` output (Megatron `.bin/.idx` datasets
+//! and their manifest, on disk or S3) into training samples; [`model`], a Llama-style
+//! decoder on libtorch; [`optim`], fused AdamW over flat buffers; [`schedule`], warm-up
+//! and cosine decay; the loop that joins them, with gradient accumulation, clipping and
+//! data parallelism ([`dist`]); [`checkpoint`] and bit-identical resume; [`export`] to
+//! transformers; [`metrics`]; [`host_memory`], the allocator's settings on the CPU. The
+//! `mill-train` binary drives it (see the README).
 
 pub mod checkpoint;
 pub mod data;
 pub mod dist;
 pub mod export;
+pub mod host_memory;
 pub mod metrics;
 pub mod model;
 #[cfg(feature = "cuda")]

@@ -137,6 +137,11 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     }
     let world = World::from_env()?;
     let device = device(&args.device, &world)?;
+    // On the CPU the step's large tensors live in host memory: keep them mapped from
+    // step to step instead of faulting them in again (see trainer::host_memory).
+    if device == tch::Device::Cpu && !trainer::host_memory::keep_freed_memory() {
+        tracing::debug!("the allocator keeps its defaults (not glibc)");
+    }
     // From here on, a hang (an object store that stops answering, a step that never
     // ends) is a stall.
     let ckpt_dir = Location::parse(&ckpt)?;
