@@ -367,11 +367,54 @@ fn warc(input: &[u8]) -> Outcome {
             return Err("more items than input bytes: the reader does not advance".into());
         }
     }
+    let tally = r.tally();
+    if tally.read != input.len() as u64 || r.consumed() != tally.read {
+        return Err(format!(
+            "{} input bytes, {} read, {} passed: bytes unaccounted for",
+            input.len(),
+            tally.read,
+            r.consumed()
+        ));
+    }
+    // The same input through the source: every record and byte in the stats.
+    let stats = warc_stats(input)?;
+    if let Err(e) = stats.records_balanced() {
+        return Err(format!("records or bytes lost: {e}"));
+    }
     Ok(if reasons.is_empty() {
         "records".into()
     } else {
         reasons.into_iter().collect::<Vec<_>>().join(",")
     })
+}
+
+/// The stats of reading `input` as a `.warc` file with the extract stage's source.
+fn warc_stats(input: &[u8]) -> Result<pipeline::Stats, String> {
+    let path = scratch().join("in.warc");
+    std::fs::write(&path, input).map_err(|e| format!("writing the input: {e}"))?;
+    let meta = ObjectMeta {
+        location: Location::Local(path),
+        relative: "in.warc".to_string(),
+        size: input.len() as u64,
+        etag: None,
+    };
+    let config = extract::Config {
+        max_page_bytes: 1 << 20,
+        ..extract::Config::default()
+    };
+    let source = extract::WarcSource::new(&config);
+    let batches = source
+        .read(&Storage::new(), &meta, "in.warc")
+        .map_err(|e| format!("opening: {e}"))?;
+    let mut stats = pipeline::Stats::default();
+    for batch in batches {
+        let batch = batch.map_err(|e| format!("an error from bytes on disk: {e}"))?;
+        batch.count_drops(&mut stats, &meta.location);
+        for _ in &batch.docs {
+            stats.keep();
+        }
+    }
+    Ok(stats)
 }
 
 fn http(input: &[u8]) -> Outcome {

@@ -210,6 +210,8 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         .map(|(s, k)| (s, *k))
         .collect();
     if let Some((first, _)) = doc_steps.first() {
+        // Pages, not records: a crawl's warcinfo, request and metadata records are
+        // counted apart (and said under the chart).
         funnel.push(("input".to_string(), first.stats.docs_in as f64));
     }
     for (s, _) in &doc_steps {
@@ -221,6 +223,14 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         &funnel,
         " docs",
     ));
+    if let Some(line) = doc_steps.first().and_then(|(s, _)| s.stats.records_line()) {
+        let _ = writeln!(
+            html,
+            "<p>Step {}: {} (the funnel starts from the pages).</p>",
+            esc(&doc_steps[0].0.name),
+            esc(&line)
+        );
+    }
 
     html.push_str("<h2>Drop reasons</h2>\n");
     for (s, _) in &doc_steps {

@@ -135,6 +135,18 @@ pub fn config_hash(step: &str, config: &impl Serialize) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Counts of a record reader the summary shows: records that are not pages, pages
+/// read without HTTP headers, and stretches of input that held no record.
+const COUNTED_APART: &[&str] = &[
+    "warc_warcinfo",
+    "warc_request",
+    "warc_metadata",
+    "kept_without_http_headers",
+    "garbage_between_records",
+    "corrupt_compression",
+    "resync_skipped_bytes",
+];
+
 /// The closing summary a binary prints on stdout.
 pub fn summary(step: &str, report: &Report) -> String {
     let s = &report.stats;
@@ -148,6 +160,23 @@ pub fn summary(step: &str, report: &Report) -> String {
     );
     for (reason, n) in &s.drops {
         out.push_str(&format!("\n  drop {reason}: {n}"));
+    }
+    if let Some(records) = s.counts.get(crate::stats::WARC_RECORDS) {
+        // A reader of records: pages are the documents in; the rest is counted apart.
+        let other = s
+            .counts
+            .get(crate::stats::WARC_RECORDS_OTHER)
+            .copied()
+            .unwrap_or(0);
+        out.push_str(&format!(
+            "\n  records read {records}: pages {}, not pages {other}",
+            s.docs_in
+        ));
+    }
+    for name in COUNTED_APART {
+        if let Some(n) = s.counts.get(*name) {
+            out.push_str(&format!("\n  count {name}: {n}"));
+        }
     }
     out.push_str(&format!("\n  bytes in {}, out {}", s.bytes_in, s.bytes_out));
     for (reason, n) in &report.refused {

@@ -24,6 +24,9 @@ pub struct DocBatch {
     pub drops: Vec<(&'static str, u64)>,
     /// Details of a problem that ended the input early (logged, not fatal).
     pub problem: Option<String>,
+    /// Events of this stretch of input that are not documents, by name (added to the
+    /// stats' `counts`): records that are not pages, bytes read and skipped.
+    pub counts: Vec<(&'static str, u64)>,
 }
 
 impl DocBatch {
@@ -32,6 +35,9 @@ impl DocBatch {
     pub fn count_drops(&self, stats: &mut crate::stats::Stats, input: &crate::storage::Location) {
         for (reason, n) in &self.drops {
             stats.drop_n(reason, *n);
+        }
+        for (name, n) in &self.counts {
+            *stats.counts.entry((*name).to_string()).or_default() += n;
         }
         if let Some(problem) = &self.problem {
             tracing::warn!(input = %input, %problem, reasons = ?self.drops, "bad input");

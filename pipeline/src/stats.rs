@@ -35,6 +35,13 @@ pub struct Stats {
     pub values: BTreeMap<String, f64>,
 }
 
+/// Records a reader read (a count in [`Stats::counts`]).
+pub const WARC_RECORDS: &str = "warc_records";
+/// Records read that hold no page (`warcinfo`, `request`, `metadata`): not documents.
+pub const WARC_RECORDS_OTHER: &str = "warc_records_other";
+/// Decompressed bytes a reader read.
+pub const WARC_BYTES: &str = "warc_bytes";
+
 /// The histogram bucket of a text of `bytes` bytes (see [`Stats::length_in`]).
 pub fn length_bucket(bytes: usize) -> u8 {
     (usize::BITS - bytes.leading_zeros()) as u8
@@ -66,6 +73,57 @@ impl Stats {
     /// Whether the counts add up.
     pub fn balanced(&self) -> bool {
         self.docs_in == self.docs_out + self.dropped()
+    }
+
+    /// Whether a reader of records accounted for all it read (the counts a WARC reader
+    /// keeps; `Ok` when there are none): records read = documents in + records that
+    /// hold no page, and decompressed bytes read = bytes of records read as documents +
+    /// of dropped records + of records that hold no page + bytes skipped. `Err` says
+    /// what does not add up.
+    pub fn records_balanced(&self) -> Result<(), String> {
+        let count = |name: &str| self.counts.get(name).copied().unwrap_or(0);
+        if !self.counts.contains_key(WARC_RECORDS) && !self.counts.contains_key(WARC_BYTES) {
+            return Ok(());
+        }
+        let other = count(WARC_RECORDS_OTHER);
+        if count(WARC_RECORDS) != self.docs_in + other {
+            return Err(format!(
+                "{} records read, but {} documents in and {other} records that are not pages",
+                count(WARC_RECORDS),
+                self.docs_in
+            ));
+        }
+        let parts = [
+            "warc_bytes_documents",
+            "warc_bytes_dropped",
+            "warc_bytes_other",
+            "resync_skipped_bytes",
+        ];
+        let sum: u64 = parts.iter().map(|p| count(p)).sum();
+        if count(WARC_BYTES) != sum {
+            return Err(format!(
+                "{} bytes read, but {sum} in documents, dropped and other records and skipped ({})",
+                count(WARC_BYTES),
+                parts
+                    .iter()
+                    .map(|p| format!("{p} {}", count(p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// "records read N: pages M, not pages K" when a reader counted records: the
+    /// documents in are the pages; `warcinfo`, `request` and `metadata` records are
+    /// counted apart.
+    pub fn records_line(&self) -> Option<String> {
+        let records = self.counts.get(WARC_RECORDS)?;
+        let other = self.counts.get(WARC_RECORDS_OTHER).copied().unwrap_or(0);
+        Some(format!(
+            "records read {records}: pages {}, not pages {other}",
+            self.docs_in
+        ))
     }
 
     /// Adds another set of counters into this one.

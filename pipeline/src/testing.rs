@@ -1,7 +1,8 @@
 //! The conformance harness every stage's tests call.
 //!
 //! [`check`] runs a step over fixture inputs and asserts the contracts of DESIGN.md:
-//! 1 thread and N threads write identical bytes; stats add up and match the rows
+//! 1 thread and N threads write identical bytes; stats add up (records and bytes read
+//! too, where a reader counts them) and match the rows
 //! written; a rerun is a no-op; a broken input is counted, not fatal, and the other
 //! inputs finish; a process killed mid-run (aborted at several points, and killed with
 //! SIGKILL at a random moment) resumes to byte-identical output.
@@ -364,6 +365,9 @@ fn check_markers(c: &Conformance<'_>, output: &Path) {
             m.stats.docs_out,
             m.stats.drops
         );
+        if let Err(e) = m.stats.records_balanced() {
+            panic!("{stem}: records and bytes do not add up: {e}");
+        }
         let mut written = 0u64;
         for rel in m.outputs.iter().filter(|r| !r.starts_with(REJECTED_DIR)) {
             let docs = read_all_documents(&storage, &out.join(rel))

@@ -191,6 +191,7 @@ impl JsonlReader {
             carry,
             drops,
             problem,
+            counts: Vec::new(),
         }))
     }
 }

@@ -636,6 +636,7 @@ fn convert(
         carry,
         drops,
         problem: None,
+        counts: Vec::new(),
     }
 }
 

@@ -27,6 +27,8 @@ pub(crate) fn read_some(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> 
         }
     }
 }
+/// How the detail of a gap at the end of the input begins.
+const INPUT_ENDS: &str = "input ends";
 const MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 
 /// The damage a [`GzMembers`] stepped over, carried inside the `io::Error` it returns.
@@ -36,6 +38,8 @@ pub struct Gap {
     pub detail: String,
     /// Compressed offset where the damaged member started.
     pub offset: u64,
+    /// The input ended inside the member: nothing follows the damage.
+    pub at_end: bool,
 }
 
 impl std::fmt::Display for Gap {
@@ -145,6 +149,8 @@ impl<R: Read> GzMembers<R> {
     /// Gives up on the current member: finds the next member header after its start and
     /// returns the error that reports the gap.
     fn gap(&mut self, detail: String) -> io::Result<io::Error> {
+        // The input ending inside a member is the one damage nothing can follow.
+        let at_end = self.eof && detail.starts_with(INPUT_ENDS);
         let offset = self.member_offset;
         let mut from = match self.member {
             Some(m) => m + 1,
@@ -168,7 +174,11 @@ impl<R: Read> GzMembers<R> {
         self.start_member();
         Ok(io::Error::new(
             io::ErrorKind::InvalidData,
-            Gap { detail, offset },
+            Gap {
+                detail,
+                offset,
+                at_end,
+            },
         ))
     }
 
@@ -233,7 +243,9 @@ impl<R: Read> Read for GzMembers<R> {
                         }
                         Ok(None) => {
                             if !self.refill()? {
-                                return Err(self.gap("input ends inside a member header".into())?);
+                                return Err(
+                                    self.gap(format!("{INPUT_ENDS} inside a member header"))?
+                                );
                             }
                         }
                         Err(detail) => return Err(self.gap(detail)?),
@@ -241,7 +253,7 @@ impl<R: Read> Read for GzMembers<R> {
                 }
                 State::Body => {
                     if self.pos == self.end && !self.refill()? {
-                        return Err(self.gap("input ends inside a member".into())?);
+                        return Err(self.gap(format!("{INPUT_ENDS} inside a member"))?);
                     }
                     let before_in = self.inflate.total_in();
                     let before_out = self.inflate.total_out();
@@ -264,13 +276,13 @@ impl<R: Read> Read for GzMembers<R> {
                         return Ok(made);
                     }
                     if used == 0 && !matches!(self.state, State::Trailer) && !self.refill()? {
-                        return Err(self.gap("input ends inside a member".into())?);
+                        return Err(self.gap(format!("{INPUT_ENDS} inside a member"))?);
                     }
                 }
                 State::Trailer => {
                     if self.end - self.pos < 8 {
                         if !self.refill()? {
-                            return Err(self.gap("input ends inside a member trailer".into())?);
+                            return Err(self.gap(format!("{INPUT_ENDS} inside a member trailer"))?);
                         }
                         continue;
                     }

@@ -130,6 +130,7 @@ pub fn is_html(media_type: &str, payload: &[u8]) -> bool {
 
 fn sniff_html(payload: &[u8]) -> bool {
     let head = &payload[..payload.len().min(1024)];
+    let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
     let start = head
         .iter()
         .position(|b| !b.is_ascii_whitespace())

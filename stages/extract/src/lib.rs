@@ -8,15 +8,19 @@
 //! ([`charset`]), a tolerant HTML parse ([`html`]) and main-text extraction
 //! ([`extract`]).
 //!
-//! Every record that does not become a document is counted under a named reason:
-//! `warc_request`, `warc_metadata`, `warc_revisit`, `warc_warcinfo`, … (not responses),
+//! Every record read is a document, a drop under a named reason, or a record that holds
+//! no page (`warcinfo`, `request`, `metadata`: counted as `warc_records_other`), and
+//! every decompressed byte is in one of the stats' byte counts (see the README, "Every
+//! record counted"). Drop reasons: `warc_revisit`, … (other types),
 //! `http_status_not_200`, `not_html`, `no_http_headers`, `empty_record`,
 //! `bad_target_uri`, `oversized_page`, `oversized_record`, `truncated_record`,
-//! `bad_content_length`, `bad_warc_header`, `garbage_between_records`, `corrupt_compression`,
-//! `url_blocklisted_domain`, `url_banned_word`, `url_soft_words`, `url_banned_subword`,
-//! `undecodable_text`, `too_complex`, `empty_text`. A record whose Content-Length is
-//! wrong is kept when the next record's header (or, in the WARC/0.x dialect, the end
-//! of the input) shows where it ends and its block is a whole HTTP message.
+//! `bad_content_length`, `bad_warc_header`, `corrupt_compression`,
+//! `truncated_compression`, `resync_skipped_record`, `url_blocklisted_domain`,
+//! `url_banned_word`, `url_soft_words`, `url_banned_subword`, `undecodable_text`,
+//! `too_complex`, `empty_text`. A record whose Content-Length is wrong is kept when the
+//! next record's header (or, in the WARC/0.x dialect, the end of the input) shows where
+//! it ends and its block is a whole HTTP message. WET `conversion` records are documents
+//! of text; responses without HTTP headers are read as the page when it is HTML.
 
 pub mod charset;
 pub mod classes;
@@ -139,6 +143,9 @@ impl WarcSource {
 }
 
 const EXTENSIONS: [&str; 3] = [".warc.gz", ".warc.zst", ".warc"];
+/// WET files (`conversion` records: text a crawler extracted). Their stem keeps `.wet`,
+/// so that a crawl's WARC and WET files side by side give outputs of their own.
+const WET_EXTENSIONS: [&str; 3] = [".warc.wet.gz", ".warc.wet.zst", ".warc.wet"];
 
 /// A zstd WARC may start with its dictionary in a skippable frame (the WARC zstd
 /// convention); the dictionary may itself be zstd-compressed.
@@ -173,55 +180,106 @@ struct WarcBatches {
     done: bool,
 }
 
+/// Why a record is not a document.
+enum NotADocument {
+    /// Not a page at all (`warcinfo`, `request`, `metadata`): counted apart, as
+    /// `warc_records_other`, not as a dropped document.
+    Other(&'static str),
+    /// A page (or what should have been one) dropped, with the reason.
+    Drop(&'static str),
+}
+
+/// Record types that hold no page: counted as `warc_records_other`.
+const OTHER_TYPES: [&str; 3] = ["warcinfo", "request", "metadata"];
+
 impl WarcBatches {
-    /// Turns one record into a document, or the reason it is not one.
-    fn document(&self, record: warc::Record) -> Result<Document, &'static str> {
-        if record.warc_type != "response" {
-            return Err(warc::type_reason(&record.warc_type));
+    /// Turns one record into a document (and whether its page came without HTTP
+    /// headers), or the reason it is not one.
+    fn document(&self, record: warc::Record) -> Result<(Document, bool), NotADocument> {
+        use NotADocument::{Drop, Other};
+        let kind = record.warc_type.as_str();
+        if OTHER_TYPES.contains(&kind) {
+            return Err(Other(warc::type_reason(kind)));
+        }
+        if !matches!(kind, "response" | "resource" | "conversion") {
+            return Err(Drop(warc::type_reason(kind)));
         }
         if record.block.is_empty() {
-            return Err("empty_record");
+            return Err(Drop("empty_record"));
         }
         // A target URI with a NUL or another control character is not a URL, and
         // would break whatever reads the url column as a C string or a log line.
         if record.target_uri.chars().any(char::is_control) {
-            return Err("bad_target_uri");
+            return Err(Drop("bad_target_uri"));
         }
-        let response = match http::parse(&record.block, self.source.max_page_bytes) {
-            Ok(r) => r,
-            Err(http::HttpError::NoHeaders) => return Err("no_http_headers"),
-        };
-        if response.status != 200 {
-            return Err("http_status_not_200");
-        }
-        if !http::is_html(&response.media_type, &response.payload) {
-            return Err("not_html");
-        }
-        if response.payload.len() > self.source.max_page_bytes {
-            return Err("oversized_page");
-        }
-        if response.payload.iter().all(u8::is_ascii_whitespace) {
-            return Err("empty_text");
-        }
-        let payload = Payload {
-            bytes: response.payload.into_owned(),
-            charset: response.charset,
-        };
-        Ok(Document {
+        let mut doc = Document {
             id: record.record_id,
             url: Some(record.target_uri).filter(|u| !u.is_empty()),
             date: Some(record.date).filter(|d| !d.is_empty()),
             dump: self.source.dump.clone(),
             file_path: Some(self.url.clone()),
-            payload: Some(payload),
             ..Default::default()
-        })
+        };
+        if kind == "conversion" {
+            // Text a crawler already extracted (a WET file): the document's text as
+            // it is; it is not extracted again.
+            if record.block.len() > self.source.max_page_bytes {
+                return Err(Drop("oversized_page"));
+            }
+            let text = String::from_utf8_lossy(&record.block);
+            if text.trim().is_empty() {
+                return Err(Drop("empty_text"));
+            }
+            doc.text = text.into_owned();
+            return Ok((doc, false));
+        }
+        // A response's block is an HTTP message; a resource's (and a response written
+        // by an archiving tool without the HTTP head) is the payload itself, typed by
+        // the WARC header.
+        let (payload, charset, headerless) =
+            match http::parse(&record.block, self.source.max_page_bytes) {
+                Ok(response) if kind == "response" => {
+                    if response.status != 200 {
+                        return Err(Drop("http_status_not_200"));
+                    }
+                    if !http::is_html(&response.media_type, &response.payload) {
+                        return Err(Drop("not_html"));
+                    }
+                    (response.payload.into_owned(), response.charset, false)
+                }
+                _ => {
+                    let (media_type, charset) = http::split_content_type(&record.content_type);
+                    if !http::is_html(&media_type, &record.block) {
+                        return Err(Drop(if kind == "response" {
+                            "no_http_headers"
+                        } else {
+                            "not_html"
+                        }));
+                    }
+                    (record.block, charset, kind == "response")
+                }
+            };
+        if payload.len() > self.source.max_page_bytes {
+            return Err(Drop("oversized_page"));
+        }
+        if payload.iter().all(u8::is_ascii_whitespace) {
+            return Err(Drop("empty_text"));
+        }
+        doc.payload = Some(Payload {
+            bytes: payload,
+            charset,
+        });
+        Ok((doc, headerless))
     }
 }
 
 impl Iterator for WarcBatches {
     type Item = pipeline::Result<DocBatch>;
 
+    /// Every record read is a document, a dropped document or a record that holds no
+    /// page (`warc_records_other`), and every decompressed byte read is in one of
+    /// `warc_bytes_documents`, `warc_bytes_dropped`, `warc_bytes_other` and
+    /// `resync_skipped_bytes` (see ARCHITECTURE.md, "Every record counted").
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -230,9 +288,25 @@ impl Iterator for WarcBatches {
         let mut bytes = 0;
         let mut problems: Vec<String> = Vec::new();
         while batch.docs.len() < self.source.batch_docs && bytes < self.source.batch_bytes {
-            let item = match self.reader.next_item() {
+            let (consumed, tally) = (self.reader.consumed(), self.reader.tally());
+            let item = self.reader.next_item();
+            let after = self.reader.tally();
+            let skipped = after.skipped_bytes - tally.skipped_bytes;
+            let dropped = after.dropped_bytes - tally.dropped_bytes;
+            // The bytes of this item: what the reader moved past, less what it counted
+            // as skipped or as the rest of a dropped record.
+            let span = self.reader.consumed() - consumed - skipped - dropped;
+            add(&mut batch.counts, "warc_bytes", after.read - tally.read);
+            add(&mut batch.counts, "resync_skipped_bytes", skipped);
+            add(&mut batch.counts, "warc_bytes_dropped", dropped);
+            let lost = after.skipped_records - tally.skipped_records;
+            add(&mut batch.drops, "resync_skipped_record", lost);
+            add(&mut batch.counts, "warc_records", lost);
+            let item = match item {
                 Ok(Some(item)) => item,
                 Ok(None) => {
+                    // Padding after the last record.
+                    add(&mut batch.counts, "resync_skipped_bytes", span);
                     self.done = true;
                     break;
                 }
@@ -242,45 +316,85 @@ impl Iterator for WarcBatches {
                 }
             };
             match item {
-                warc::Item::Skip { reason, detail } => {
-                    add_drop(&mut batch.drops, reason);
+                warc::Item::Skip {
+                    reason,
+                    detail,
+                    record,
+                } => {
+                    if record {
+                        add(&mut batch.counts, "warc_records", 1);
+                        add(&mut batch.drops, reason, 1);
+                        add(&mut batch.counts, "warc_bytes_dropped", span);
+                    } else {
+                        add(&mut batch.counts, reason, 1);
+                        add(&mut batch.counts, "resync_skipped_bytes", span);
+                    }
                     if problems.len() < 5 {
                         problems.push(detail);
                     }
                 }
-                warc::Item::Record(record) => match self.document(record) {
-                    Ok(doc) => {
-                        bytes += doc.payload.as_ref().map_or(0, |p| p.bytes.len());
-                        batch.docs.push(doc);
+                warc::Item::Record(record) => {
+                    add(&mut batch.counts, "warc_records", 1);
+                    match self.document(record) {
+                        Ok((doc, headerless)) => {
+                            add(&mut batch.counts, "warc_bytes_documents", span);
+                            if headerless {
+                                add(&mut batch.counts, "kept_without_http_headers", 1);
+                            }
+                            bytes += doc
+                                .payload
+                                .as_ref()
+                                .map_or(doc.text.len(), |p| p.bytes.len());
+                            batch.docs.push(doc);
+                        }
+                        Err(NotADocument::Other(kind)) => {
+                            add(&mut batch.counts, "warc_records_other", 1);
+                            add(&mut batch.counts, kind, 1);
+                            add(&mut batch.counts, "warc_bytes_other", span);
+                        }
+                        Err(NotADocument::Drop(reason)) => {
+                            add(&mut batch.drops, reason, 1);
+                            add(&mut batch.counts, "warc_bytes_dropped", span);
+                        }
                     }
-                    Err(reason) => add_drop(&mut batch.drops, reason),
-                },
+                }
             }
         }
         if !problems.is_empty() {
             batch.problem = Some(format!("{}: {}", self.url, problems.join("; ")));
         }
-        if batch.docs.is_empty() && batch.drops.is_empty() {
+        if batch.docs.is_empty() && batch.drops.is_empty() && batch.counts.is_empty() {
             return None;
         }
         Some(Ok(batch))
     }
 }
 
-fn add_drop(drops: &mut Vec<(&'static str, u64)>, reason: &'static str) {
-    match drops.iter_mut().find(|(r, _)| *r == reason) {
-        Some(slot) => slot.1 += 1,
-        None => drops.push((reason, 1)),
+/// Adds `n` to the entry `name` of a list of counts (nothing when `n` is 0).
+fn add(list: &mut Vec<(&'static str, u64)>, name: &'static str, n: u64) {
+    if n == 0 {
+        return;
+    }
+    match list.iter_mut().find(|(r, _)| *r == name) {
+        Some(slot) => slot.1 += n,
+        None => list.push((name, n)),
     }
 }
 
 impl Source for WarcSource {
     fn stem(&self, relative: &str) -> Option<String> {
-        EXTENSIONS
+        let wet = WET_EXTENSIONS
             .iter()
             .find_map(|ext| relative.strip_suffix(ext))
             .filter(|stem| !stem.is_empty())
-            .map(str::to_string)
+            .map(|stem| format!("{stem}.wet"));
+        wet.or_else(|| {
+            EXTENSIONS
+                .iter()
+                .find_map(|ext| relative.strip_suffix(ext))
+                .filter(|stem| !stem.is_empty())
+                .map(str::to_string)
+        })
     }
 
     fn read(
@@ -485,5 +599,8 @@ mod tests {
         assert_eq!(s.stem("b.warc.zst").as_deref(), Some("b"));
         assert_eq!(s.stem("b.warc").as_deref(), Some("b"));
         assert_eq!(s.stem("b.jsonl"), None);
+        assert_eq!(s.stem("c/b.warc.wet.gz").as_deref(), Some("c/b.wet"));
+        assert_eq!(s.stem("b.warc.wet").as_deref(), Some("b.wet"));
+        assert_eq!(s.stem("b.warc.wat.gz"), None);
     }
 }

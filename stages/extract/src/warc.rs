@@ -14,6 +14,8 @@ use crate::gz::Gap;
 const CHUNK: usize = 256 << 10;
 /// Longest WARC header block we accept.
 const MAX_HEADER: usize = 64 << 10;
+/// Bytes kept back while streaming past a block, to see a record header whole.
+const LOOK: usize = 256;
 
 /// One WARC record: the header fields we use and the block.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,11 +36,33 @@ pub struct Record {
 pub enum Item {
     Record(Record),
     /// Input that could not become a record (or a record too large to hold), with the
-    /// drop reason and a detail for the log.
+    /// drop reason and a detail for the log. `record`: whether it stands for a record
+    /// (its header was found: a dropped record) or for bytes that hold none that could be
+    /// read (garbage between records, damage between them: skipped bytes).
     Skip {
         reason: &'static str,
         detail: String,
+        record: bool,
     },
+}
+
+/// What a reader has read so far, in decompressed bytes and records. Every byte read
+/// is in [`WarcReader::consumed`] once the input is done, and each consumed byte is in
+/// exactly one place: the item it was read with, [`Tally::skipped_bytes`] (bytes that
+/// are no record, reported as a skip that is not a record) or [`Tally::dropped_bytes`]
+/// (bytes skipped after a record already reported as dropped: the rest of it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Decompressed bytes read from the input.
+    pub read: u64,
+    /// Bytes that belong to no record: garbage between records, trailing padding.
+    pub skipped_bytes: u64,
+    /// Bytes passed over after a record reported as dropped (its rest), and bytes
+    /// buffered before a stretch of damage that could not be parsed.
+    pub dropped_bytes: u64,
+    /// Record headers found inside bytes that were skipped or streamed past (a record
+    /// whose length ran over them): each a record lost, reported nowhere else.
+    pub skipped_records: u64,
 }
 
 /// Reads records from a decompressed WARC stream (which may report gzip gaps).
@@ -61,14 +85,23 @@ pub struct WarcReader<R> {
     /// skipping them is not counted again.
     quiet_junk: bool,
     /// Damage met while looking past a record's end, reported as the next item.
-    pending_damage: Option<String>,
+    pending_damage: Option<Damage>,
+    tally: Tally,
 }
 
 /// What filling the buffer found.
 enum Fill {
     More,
     End,
-    Damage(String),
+    Damage(Damage),
+}
+
+/// Damage in the compressed stream.
+#[derive(Debug)]
+struct Damage {
+    detail: String,
+    /// The stream ends with it (cut short, or a decoder error nothing follows).
+    ends: bool,
 }
 
 impl<R: Read> WarcReader<R> {
@@ -87,6 +120,7 @@ impl<R: Read> WarcReader<R> {
             failed: false,
             quiet_junk: false,
             pending_damage: None,
+            tally: Tally::default(),
         }
     }
 
@@ -94,11 +128,38 @@ impl<R: Read> WarcReader<R> {
         self.base + self.pos as u64
     }
 
+    /// Decompressed bytes passed so far: the items read, and what was skipped.
+    pub fn consumed(&self) -> u64 {
+        self.offset()
+    }
+
+    /// The counters so far.
+    pub fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    /// Counts `bytes[from..to]` of the buffer as passed over: record headers found in
+    /// them are lost records.
+    fn pass_over(&mut self, from: usize, to: usize, dropped: bool) {
+        if to <= from {
+            return;
+        }
+        let n = (to - from) as u64;
+        if dropped {
+            self.tally.dropped_bytes += n;
+        } else {
+            self.tally.skipped_bytes += n;
+        }
+        let before = from.saturating_sub(1);
+        self.tally.skipped_records += record_starts(&self.buf[before..to], to - before);
+    }
+
     /// Appends input to the buffer. Storage failures are returned as errors; data
     /// damage (a gzip gap, a zstd error) is reported as [`Fill::Damage`].
     fn fill(&mut self) -> io::Result<Fill> {
         if self.gap_pending {
             self.gap_pending = false;
+            self.pass_over(self.pos, self.end, true);
             self.base += self.end as u64;
             self.pos = 0;
             self.end = 0;
@@ -122,50 +183,65 @@ impl<R: Read> WarcReader<R> {
                 Ok(Fill::End)
             }
             Ok(n) => {
+                self.tally.read += n as u64;
                 self.end += n;
                 Ok(Fill::More)
             }
             Err(e) => {
                 if let Some(gap) = Gap::from_io(&e) {
                     self.gap_pending = true;
-                    return Ok(Fill::Damage(gap.to_string()));
+                    return Ok(Fill::Damage(Damage {
+                        detail: gap.to_string(),
+                        ends: gap.at_end,
+                    }));
                 }
                 if pipeline::Error::from_io(&e).is_some() {
                     return Err(e);
                 }
-                // Any other decoder error ends the stream.
+                // Any other decoder error ends the stream; an early end of its input
+                // is a stream cut short.
                 self.failed = true;
-                Ok(Fill::Damage(format!("decompression failed: {e}")))
+                Ok(Fill::Damage(Damage {
+                    detail: format!("decompression failed: {e}"),
+                    ends: e.kind() == io::ErrorKind::UnexpectedEof,
+                }))
             }
         }
     }
 
     /// The record being read (or the bytes being skipped) ran into damage: it is
     /// counted, and parsing goes on after its first byte, within what was read before
-    /// the damage (complete records there are still recovered).
-    fn damaged(&mut self, detail: String) -> Item {
+    /// the damage (complete records there are still recovered). Damage that ends the
+    /// input (a stream cut short) is `truncated_compression`: what it took is one
+    /// dropped record; other damage is `corrupt_compression`, a record when `record`
+    /// (its header was read).
+    fn damaged(&mut self, damage: Damage, record: bool) -> Item {
         if self.pos < self.end {
             self.pos += 1;
         }
         self.quiet_junk = true;
+        let Damage { detail, ends } = damage;
         Item::Skip {
-            reason: "corrupt_compression",
+            reason: if ends {
+                "truncated_compression"
+            } else {
+                "corrupt_compression"
+            },
             detail,
+            record: record || ends,
         }
     }
 
     /// The next record or skip; `None` at the end of the input.
     pub fn next_item(&mut self) -> io::Result<Option<Item>> {
-        if let Some(detail) = self.pending_damage.take() {
+        if let Some(damage) = self.pending_damage.take() {
             // Found while looking past the end of the record before.
-            self.quiet_junk = true;
-            return Ok(Some(Item::Skip {
-                reason: "corrupt_compression",
-                detail,
-            }));
+            return Ok(Some(self.damaged(damage, false)));
         }
-        // Find the start of a record: a line beginning with "WARC/".
-        let mut skipped_junk = false;
+        // Find the start of a record: a line beginning with "WARC/". Bytes passed over
+        // that are not whitespace are junk: garbage of their own, or (quiet) the rest
+        // of a record already reported.
+        let mut junk = 0usize;
         loop {
             let hay = &self.buf[self.pos..self.end];
             let lead = hay
@@ -181,71 +257,57 @@ impl<R: Read> WarcReader<R> {
             }
             if hay.len() >= 5 || (self.eof && !hay.is_empty()) {
                 // Junk: skip to the next line that starts a record.
-                skipped_junk = true;
+                let from = self.pos;
                 match memchr::memmem::find(&hay[1..], b"\nWARC/") {
-                    Some(i) => {
-                        self.pos += i + 2;
-                        continue;
-                    }
-                    None => {
-                        self.pos = self.end.saturating_sub(5).max(self.pos + 1);
-                    }
+                    Some(i) => self.pos += i + 2,
+                    None => self.pos = self.end.saturating_sub(5).max(self.pos + 1),
+                }
+                junk += self.pos - from;
+                self.count_junk(from, self.pos);
+                if self.pos < self.end {
+                    continue;
                 }
             }
             match self.fill()? {
                 Fill::More => {}
                 Fill::End => {
                     self.pos = self.end;
-                    let report = skipped_junk && !std::mem::take(&mut self.quiet_junk);
-                    return Ok(report.then(|| Item::Skip {
-                        reason: "garbage_between_records",
-                        detail: format!(
-                            "bytes that are not a WARC record before offset {}",
-                            self.offset()
-                        ),
-                    }));
+                    let report = junk > 0 && !std::mem::take(&mut self.quiet_junk);
+                    return Ok(report.then(|| self.garbage()));
                 }
-                Fill::Damage(detail) => {
+                Fill::Damage(damage) => {
                     self.pos = self.end;
                     // Skipping the rest of a record already counted: the damage is
                     // part of that loss. Otherwise the damaged member held a record
                     // or junk of its own.
-                    if !self.quiet_junk {
-                        return Ok(Some(self.damaged(detail)));
+                    if !self.quiet_junk || damage.ends {
+                        return Ok(Some(self.damaged(damage, false)));
                     }
                 }
             }
         }
-        if skipped_junk && !std::mem::take(&mut self.quiet_junk) {
-            return Ok(Some(Item::Skip {
-                reason: "garbage_between_records",
-                detail: format!(
-                    "bytes that are not a WARC record before offset {}",
-                    self.offset()
-                ),
-            }));
+        if junk > 0 && !std::mem::take(&mut self.quiet_junk) {
+            return Ok(Some(self.garbage()));
         }
 
         self.quiet_junk = false;
-        // The header block, up to the blank line.
+        // The header block, up to the first blank line (LF or CRLF: a WARC/0.x header
+        // with LF line ends is followed by an HTTP head with CRLF ones).
         let header_len = loop {
             let hay = &self.buf[self.pos..self.end];
-            if let Some(i) = memchr::memmem::find(hay, b"\r\n\r\n") {
-                break i + 4;
-            }
-            if let Some(i) = memchr::memmem::find(hay, b"\n\n") {
-                break i + 2;
+            let crlf = memchr::memmem::find(hay, b"\r\n\r\n").map(|i| i + 4);
+            let lf = memchr::memmem::find(hay, b"\n\n").map(|i| i + 2);
+            if let Some(len) = match (crlf, lf) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            } {
+                break len;
             }
             if hay.len() > MAX_HEADER {
-                self.pos += 1;
-                self.quiet_junk = true;
-                return Ok(Some(Item::Skip {
-                    reason: "bad_warc_header",
-                    detail: format!(
-                        "WARC header over {MAX_HEADER} bytes at offset {}",
-                        self.offset()
-                    ),
-                }));
+                return Ok(Some(self.bad_header(format!(
+                    "WARC header over {MAX_HEADER} bytes at offset {}",
+                    self.offset()
+                ))));
             }
             match self.fill()? {
                 Fill::More => {}
@@ -255,21 +317,17 @@ impl<R: Read> WarcReader<R> {
                     return Ok(Some(Item::Skip {
                         reason: "truncated_record",
                         detail: format!("input ends inside the WARC header at offset {offset}"),
+                        record: true,
                     }));
                 }
-                Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
+                Fill::Damage(damage) => return Ok(Some(self.damaged(damage, true))),
             }
         };
         if header_len > MAX_HEADER {
-            let offset = self.offset();
-            self.pos += header_len;
-            self.quiet_junk = true;
-            return Ok(Some(Item::Skip {
-                reason: "bad_warc_header",
-                detail: format!(
-                    "WARC header of {header_len} bytes at offset {offset}, over {MAX_HEADER}"
-                ),
-            }));
+            return Ok(Some(self.bad_header(format!(
+                "WARC header of {header_len} bytes at offset {}, over {MAX_HEADER}",
+                self.offset()
+            ))));
         }
         let start = self.pos;
         let offset = self.offset();
@@ -297,12 +355,9 @@ impl<R: Read> WarcReader<R> {
             }
         }
         let Some(length) = length else {
-            self.pos = start + header_len;
-            self.quiet_junk = true;
-            return Ok(Some(Item::Skip {
-                reason: "bad_warc_header",
-                detail: format!("WARC header without a valid Content-Length at offset {offset}"),
-            }));
+            return Ok(Some(self.bad_header(format!(
+                "WARC header without a valid Content-Length at offset {offset}"
+            ))));
         };
 
         if length > self.max_block {
@@ -318,12 +373,29 @@ impl<R: Read> WarcReader<R> {
 
         // The block and the two CRLFs that end a record.
         let need = header_len + length;
+        let mut damage = None;
         while self.end - self.pos < need + 4 {
             match self.fill()? {
                 Fill::More => {}
                 Fill::End => break,
-                Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
+                Fill::Damage(d) => {
+                    damage = Some(d);
+                    break;
+                }
             }
+        }
+        if let Some(d) = damage {
+            if self.end - self.pos < need {
+                // Damage inside the block. A wrong length may still end at a next
+                // record within what was read.
+                if let Some(item) = self.resync(self.pos, header_len, &mut record)? {
+                    self.pending_damage = Some(d);
+                    return Ok(Some(item));
+                }
+                return Ok(Some(self.damaged(d, true)));
+            }
+            // The record is whole; the damage belongs to what follows it.
+            self.pending_damage = Some(d);
         }
         // A record ended by one line end: a few more bytes show whether the next
         // record starts there. Damage after them belongs to what follows this record.
@@ -340,7 +412,7 @@ impl<R: Read> WarcReader<R> {
                 match self.fill()? {
                     Fill::More => {}
                     Fill::End => break,
-                    Fill::Damage(detail) => self.pending_damage = Some(detail),
+                    Fill::Damage(d) => self.pending_damage = Some(d),
                 }
             }
         }
@@ -360,6 +432,7 @@ impl<R: Read> WarcReader<R> {
                     "record at offset {offset} ({}) declares {length} bytes, the input ends first",
                     record.record_id
                 ),
+                record: true,
             }));
         }
         let tail = &self.buf[start + need..self.end.min(start + need + 4)];
@@ -391,11 +464,44 @@ impl<R: Read> WarcReader<R> {
                     "record at offset {offset} ({}) does not end after its Content-Length of {length}",
                     record.record_id
                 ),
+                record: true,
             }));
         }
         record.block = self.buf[start + header_len..start + need].to_vec();
-        self.pos = start + need;
+        // The line ends that close the record are its own.
+        self.pos = start + need + gap;
         Ok(Some(Item::Record(record)))
+    }
+
+    /// A skip for the junk just passed over (not a record).
+    fn garbage(&self) -> Item {
+        Item::Skip {
+            reason: "garbage_between_records",
+            detail: format!(
+                "bytes that are not a WARC record before offset {}",
+                self.offset()
+            ),
+            record: false,
+        }
+    }
+
+    /// Junk `buf[from..to]` passed over while looking for a record: the rest of one
+    /// already reported (quiet), or garbage of its own.
+    fn count_junk(&mut self, from: usize, to: usize) {
+        let quiet = self.quiet_junk;
+        self.pass_over(from, to, quiet);
+    }
+
+    /// A header that cannot be read: the record is dropped, and the search for the next
+    /// one starts inside it (a record start within is not skipped).
+    fn bad_header(&mut self, detail: String) -> Item {
+        self.pos += 1;
+        self.quiet_junk = true;
+        Item::Skip {
+            reason: "bad_warc_header",
+            detail,
+            record: true,
+        }
     }
 
     /// Resynchronises a record whose Content-Length is wrong: its block runs up to the
@@ -460,6 +566,7 @@ impl<R: Read> WarcReader<R> {
                     "record at offset {} ({}) does not end after its Content-Length",
                     record.offset, record.record_id
                 ),
+                record: true,
             }));
         }
         record.block = block.to_vec();
@@ -478,10 +585,19 @@ impl<R: Read> WarcReader<R> {
         self.pos = from;
         let mut left = length;
         while left > 0 {
+            // A line's worth is kept back until the input ends, so that a record header
+            // across two reads is seen whole: the records the block runs over are lost.
             let avail = self.end - self.pos;
-            if avail == 0 {
+            let usable = if self.eof {
+                avail
+            } else {
+                avail.saturating_sub(LOOK)
+            };
+            if usable == 0 {
                 match self.fill()? {
                     Fill::More => continue,
+                    // What was kept back is there to stream past.
+                    Fill::End if self.end > self.pos => continue,
                     Fill::End => {
                         return Ok(Some(Item::Skip {
                             reason: "truncated_record",
@@ -489,12 +605,16 @@ impl<R: Read> WarcReader<R> {
                                 "record at offset {} declares {length} bytes, the input ends first",
                                 record.offset
                             ),
+                            record: true,
                         }));
                     }
-                    Fill::Damage(detail) => return Ok(Some(self.damaged(detail))),
+                    Fill::Damage(damage) => return Ok(Some(self.damaged(damage, true))),
                 }
             }
-            let take = avail.min(left);
+            let take = usable.min(left);
+            let before = self.pos.saturating_sub(1);
+            let window = &self.buf[before..self.end.min(self.pos + take + LOOK)];
+            self.tally.skipped_records += record_starts(window, self.pos + take - before);
             self.pos += take;
             left -= take;
         }
@@ -509,6 +629,7 @@ impl<R: Read> WarcReader<R> {
                 "record at offset {} ({}) holds {length} bytes, over the cap of {}",
                 record.offset, record.record_id, self.max_block
             ),
+            record: true,
         }))
     }
 }
@@ -548,6 +669,21 @@ fn next_record_start(hay: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+/// How many record headers start in `hay[..limit]` (`hay` starts just before a line
+/// start; a header whose next line is not in `hay` is not counted).
+fn record_starts(hay: &[u8], limit: usize) -> u64 {
+    let mut n = 0;
+    let mut from = 0;
+    while let Some(at) = next_record_start(&hay[from..]) {
+        if from + at >= limit {
+            break;
+        }
+        n += 1;
+        from += at;
+    }
+    n
 }
 
 /// Whether a response block holds a status line and the end of the HTTP headers.
@@ -696,6 +832,88 @@ mod tests {
         // At the end of a WARC/1.0 input a long length is a truncated record.
         let input = format!("{}{long}", rec("c", "c"));
         assert_eq!(items(input.as_bytes()), vec!["<c>:c", "truncated_record"]);
+    }
+
+    /// Every byte of `input` lands in exactly one place, item by item.
+    fn balanced(input: &[u8], max_block: usize) -> (Vec<String>, Tally) {
+        let mut r = WarcReader::new(input, max_block);
+        let mut spans = 0u64;
+        let mut out = Vec::new();
+        loop {
+            let (before, tally) = (r.consumed(), r.tally());
+            let item = r.next_item().expect("read");
+            let after = r.tally();
+            spans += r.consumed()
+                - before
+                - (after.skipped_bytes - tally.skipped_bytes)
+                - (after.dropped_bytes - tally.dropped_bytes);
+            match item {
+                None => break,
+                Some(Item::Record(rec)) => out.push(rec.record_id),
+                Some(Item::Skip { reason, .. }) => out.push(reason.to_string()),
+            }
+        }
+        let t = r.tally();
+        assert_eq!(t.read, input.len() as u64);
+        assert_eq!(r.consumed(), t.read);
+        assert_eq!(spans + t.skipped_bytes + t.dropped_bytes, t.read);
+        (out, t)
+    }
+
+    #[test]
+    fn bytes_add_up_through_damage() {
+        let short = rec("a", "0123456789").replace("Content-Length: 10", "Content-Length: 4");
+        let input = format!(
+            "{short}{}junk here\n{}{}",
+            rec("b", "x"),
+            rec("c", "y"),
+            &rec("t", "0123456789")[..60]
+        );
+        let (items, tally) = balanced(input.as_bytes(), 1 << 20);
+        assert_eq!(
+            items,
+            vec![
+                "bad_content_length",
+                "<b>",
+                "garbage_between_records",
+                "<c>",
+                "truncated_record"
+            ]
+        );
+        assert_eq!(tally.skipped_bytes, "junk here\n".len() as u64);
+    }
+
+    /// A WARC/0.18 header (LF) before an HTTP head (CRLF): the header ends at its own
+    /// blank line, not at the HTTP head's, nor at a CRLF blank line far ahead.
+    #[test]
+    fn an_lf_header_ends_at_its_first_blank_line() {
+        let page = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>x</p>";
+        let input = format!(
+            "{}{}",
+            old_rec("a", page, page.len()),
+            old_rec("b", page, page.len())
+        );
+        let got = items(input.as_bytes());
+        assert_eq!(got, vec![format!("<a>:{page}"), format!("<b>:{page}")]);
+    }
+
+    /// A length over the cap that runs over records past where a resync looks (past
+    /// what is buffered, and further than the cap and a header's worth): the block is
+    /// streamed past, and the records inside are counted as lost. (Nearer, the record
+    /// would end at the next one.)
+    #[test]
+    fn records_inside_a_streamed_block_are_counted() {
+        let inner: String = (0..3).map(|i| rec(&format!("in{i}"), "z")).collect();
+        let big = format!("{}\r\n\r\n{inner}", "x".repeat(600_000));
+        let over = rec("big", &big).replace(
+            &format!("Content-Length: {}", big.len()),
+            &format!("Content-Length: {}", big.len() + 2_000),
+        );
+        let tail = "y".repeat(2_000 - 4);
+        let input = format!("{over}{tail}\r\n\r\n{}", rec("after", "w"));
+        let (items, tally) = balanced(input.as_bytes(), 1024);
+        assert_eq!(items.first().map(String::as_str), Some("oversized_record"));
+        assert_eq!(tally.skipped_records, 3, "{items:?}");
     }
 
     #[test]

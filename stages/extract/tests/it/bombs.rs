@@ -40,7 +40,11 @@ fn run_measured(input: &Path) -> (String, u64) {
 fn count(summary: &str, what: &str) -> u64 {
     summary
         .lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("drop {what}: ")))
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix(&format!("drop {what}: "))
+                .or_else(|| l.strip_prefix(&format!("count {what}: ")))
+        })
         .map_or(0, |n| n.parse().expect("count"))
 }
 
