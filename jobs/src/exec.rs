@@ -228,6 +228,9 @@ pub struct StepSummary {
     /// inputs, the first task's count).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub refused: std::collections::BTreeMap<String, u64>,
+    /// Files of the step's input that it does not read (`not_an_input`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_inputs: u64,
     /// What the step did beyond documents (the train step: steps, tokens, losses,
     /// checkpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,6 +297,7 @@ pub fn run(
             let r = run_task(storage, p, i, task, n, flags)?;
             if task == 0 {
                 summary.refused = r.refused.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                summary.not_inputs = r.not_inputs;
             }
             summary.processed += r.processed.len();
             summary.skipped += r.skipped.len();
@@ -314,6 +318,10 @@ pub fn run(
         out.push(summary);
     }
     Ok(out)
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The closing summary table.
@@ -350,6 +358,12 @@ pub fn summary_table(steps: &[StepSummary]) -> String {
         }
         for (reason, n) in &st.refused {
             s.push_str(&format!("{:<14}   input refused {reason}: {n}\n", ""));
+        }
+        if st.not_inputs > 0 {
+            s.push_str(&format!(
+                "{:<14}   not_an_input: {} files\n",
+                "", st.not_inputs
+            ));
         }
         if let Some(note) = &st.note {
             s.push_str(&format!("{:<14}   {note}\n", ""));

@@ -467,5 +467,13 @@ fn steps_table(steps: &[StepStatus]) -> String {
         );
     }
     s.push_str("</table>\n");
+    for st in steps.iter().filter(|st| st.not_inputs > 0) {
+        let _ = writeln!(
+            s,
+            "<p>Step {}: {} files of its input are not inputs of the step (not_an_input).</p>",
+            esc(&st.name),
+            st.not_inputs
+        );
+    }
     s
 }

@@ -35,6 +35,8 @@ pub struct StepStatus {
     pub stats: Stats,
     /// Started without a marker.
     pub running: Vec<Running>,
+    /// Files of the step's input that it does not read (`not_an_input`).
+    pub not_inputs: usize,
     /// What the step did beyond documents (the train step, from its marker).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -83,6 +85,7 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
         let kind = spec.kind()?;
         let output = p.step_output(&spec.name)?;
         let (done, stats) = crate::exec::marker_stats(storage, &output)?;
+        let mut not_inputs = 0;
         let total = match kind {
             Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex => {
                 Some(1)
@@ -92,7 +95,11 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
             | Kind::DedupSignatures
             | Kind::DedupFilter
             | Kind::DedupSubstringFilter
-            | Kind::TokenizeEncode => Some(count_inputs(storage, &p, i)?),
+            | Kind::TokenizeEncode => {
+                let (inputs, others) = count_inputs(storage, &p, i)?;
+                not_inputs = others;
+                Some(inputs)
+            }
         };
         let running = list_started(storage, &output)?
             .into_iter()
@@ -111,6 +118,7 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
         };
         out.push(StepStatus {
             note,
+            not_inputs,
             name: spec.name.clone(),
             kind: spec
                 .phase
@@ -125,8 +133,9 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
     Ok((p, out))
 }
 
-/// Inputs step `i` reads (0 when its input does not exist yet).
-fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
+/// Inputs step `i` reads, and the files of its input it does not read (0, 0 when its
+/// input does not exist yet). Hidden files (`_`, `.`) are neither.
+fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<(usize, usize)> {
     let input = p.input_of(i)?;
     let spec = &p.steps[i];
     let warc = spec.stages.first().is_some_and(|s| s == "extract");
@@ -159,20 +168,26 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<usize> {
     let listing = match pipeline::runner::list_inputs(storage, &input) {
         Ok(l) => l,
         // A step before has not written its output yet: nothing to count.
-        Err(pipeline::Error::NotFound { .. }) if from_step => return Ok(0),
+        Err(pipeline::Error::NotFound { .. }) if from_step => return Ok((0, 0)),
         Err(e) => return Err(e),
     };
-    Ok(listing
-        .iter()
-        .filter(|m| {
-            let rel = if m.relative.is_empty() {
-                m.location.file_name()
-            } else {
-                &m.relative
-            };
-            !rel.split('/').any(|part| part.starts_with(['_', '.'])) && source.stem(rel).is_some()
-        })
-        .count())
+    let (mut inputs, mut others) = (0, 0);
+    for m in &listing {
+        let rel = if m.relative.is_empty() {
+            m.location.file_name()
+        } else {
+            &m.relative
+        };
+        if rel.split('/').any(|part| part.starts_with(['_', '.'])) {
+            continue;
+        }
+        if source.stem(rel).is_some() {
+            inputs += 1;
+        } else {
+            others += 1;
+        }
+    }
+    Ok((inputs, others))
 }
 
 /// Inputs of every step whose last heartbeat is older than `secs`: (step, input).
@@ -234,6 +249,12 @@ pub fn render(run: &Location, steps: &[StepStatus], stalled_after: u64) -> Strin
         }
         if let Some(line) = &st.note {
             s.push_str(&format!("{:<14}   {line}\n", ""));
+        }
+        if st.not_inputs > 0 {
+            s.push_str(&format!(
+                "{:<14}   not_an_input: {} files\n",
+                "", st.not_inputs
+            ));
         }
         for (what, n) in st
             .stats

@@ -182,6 +182,9 @@ pub fn summary(step: &str, report: &Report) -> String {
     for (reason, n) in &report.refused {
         out.push_str(&format!("\n  input refused {reason}: {n}"));
     }
+    if report.not_inputs > 0 {
+        out.push_str(&format!("\n  not_an_input: {} files", report.not_inputs));
+    }
     out
 }
 

@@ -215,6 +215,9 @@ pub struct Report {
     /// Inputs of the listing refused for their names, by reason (every task counts
     /// them: each lists the same inputs).
     pub refused: BTreeMap<&'static str, u64>,
+    /// Files of the listing the step does not read (`not_an_input`: a WAT file beside
+    /// WARC files, a README), counted rather than ignored.
+    pub not_inputs: u64,
 }
 
 /// One input of this task, with its stem (the name its outputs and marker derive from).
@@ -236,6 +239,8 @@ pub struct Plan {
     pub listed: usize,
     /// Inputs refused for their names (see [`unsafe_input_name`]), by reason.
     pub refused: BTreeMap<&'static str, u64>,
+    /// Files listed that the step's source does not read (see [`Report::not_inputs`]).
+    pub not_inputs: u64,
 }
 
 /// Suffix of an input list: a JSON file naming the inputs of a step instead of a
@@ -318,6 +323,7 @@ pub fn plan(
     let listing = list_inputs(storage, &opts.input)?;
     let mut inputs: Vec<Planned> = Vec::new();
     let mut refused: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut not_inputs = 0u64;
     for meta in listing {
         let relative = if meta.relative.is_empty() {
             meta.location.file_name().to_string()
@@ -346,6 +352,9 @@ pub fn plan(
                 relative,
                 stem,
             });
+        } else {
+            tracing::debug!(step = %step_name, file = %relative, "not an input of this step");
+            not_inputs += 1;
         }
     }
     let mut stems: BTreeMap<&str, &str> = BTreeMap::new();
@@ -369,6 +378,7 @@ pub fn plan(
     let mut plan = Plan {
         listed,
         refused,
+        not_inputs,
         ..Plan::default()
     };
     for (p, task) in inputs.into_iter().zip(assignment) {
@@ -391,6 +401,7 @@ pub fn plan(
         inputs = listed,
         todo = plan.todo.len(),
         skipped = plan.skipped.len(),
+        not_inputs,
         "planned"
     );
     if opts.dry_run {
@@ -403,6 +414,9 @@ pub fn plan(
             todo,
             &plan.skipped,
         );
+        if not_inputs > 0 {
+            println!("  {not_inputs} files not an input of this step (not_an_input)");
+        }
     }
     Ok(plan)
 }
@@ -466,6 +480,7 @@ pub fn process_planned(
     let mut report = Report {
         skipped: plan.skipped,
         refused: plan.refused,
+        not_inputs: plan.not_inputs,
         ..Report::default()
     };
     if opts.dry_run {

@@ -7,6 +7,7 @@ mod copies;
 mod corpus;
 mod drive;
 mod fleet;
+mod formats;
 mod giants;
 mod incremental;
 mod secrets;
