@@ -4,7 +4,7 @@
 # Usage: scripts/bench-decontam.sh DOCS [eval share] [n]
 #   DOCS: JSONL, or a Parquet file or folder of document shards. Real web text: the
 #   extracted WCXB pages scripts/bench-extract-gold.sh leaves in
-#   .cache/gold-run/ours/.
+#   .cache/gold-run/wcxb-dev/ours/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements-bench.txt

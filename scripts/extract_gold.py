@@ -5,14 +5,18 @@ extract_gold.py warc DATA OUT.warc.gz              pack the pages as a WARC (one
 extract_gold.py reference DATA TOOL OUT.jsonl [--jobs N]
     TOOL: trafilatura (defaults), trafilatura-fineweb (datatrove's settings, as FineWeb
     ran it), resiliparse. Writes {"id", "text", "cpu_ms"} per page.
+extract_gold.py sets NAME=SCORES.json...             the sets' tables side by side
 extract_gold.py score DATA --run NAME=PATH [--run ...] [--worst 20] [--json OUT]
     PATH: a JSONL file of {"id", "text"[, "cpu_ms"]} or a folder of mill-extract Parquet
     output (pages are matched by WARC-Record-ID <urn:page:ID>); "NAME=PATH@SECONDS"
     gives the CPU seconds of a whole run (mill-extract is timed as one process).
 
-DATA is a folder with html/<id>.html and ground-truth/<id>.json (WCXB's layout:
-`ground_truth.main_content`, `with`, `without`, `_internal.page_type.primary`). Only
-pages whose gold text is not empty are scored.
+DATA is a folder with html/<id>.html and either ground-truth/<id>.json (WCXB's layout:
+`ground_truth.main_content`, `with`, `without`, `_internal.page_type.primary`) or
+gold/<id>.txt (Dragnet's layout: the main text pasted by hand, readers' comments after a
+`!@#$%^&*() COMMENTS` line, which are not main content; every page is of type
+`news/blog`, without snippets or URLs). Only pages whose gold text is not empty are
+scored.
 
 The score is the benchmark's own: bag of lowercased word tokens per page (the `\\w+`
 runs; each Han/Kana/Hangul/Thai character a token), precision, recall and F1 as
@@ -25,6 +29,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -44,8 +49,25 @@ def page_ids(data):
     return sorted(p.stem for p in (Path(data) / "html").glob("*.html"))
 
 
+# Dragnet's line between an article and its readers' comments (spacing varies).
+COMMENTS_MARK = re.compile(r"^\s*!@#\$%\^&\*\(\)\s*COMMENTS\s*$", re.M)
+
+
+def gold_folder(folder):
+    return (folder / "ground-truth").is_dir() or (folder / "gold").is_dir()
+
+
 def load_gold(data):
     gold = {}
+    if (Path(data) / "gold").is_dir():
+        for pid in page_ids(data):
+            path = Path(data) / "gold" / f"{pid}.txt"
+            if not path.exists():
+                continue
+            text = COMMENTS_MARK.split(path.read_text(encoding="utf-8", errors="replace"))[0]
+            if text.strip():
+                gold[pid] = {"text": text, "type": "news/blog", "url": "", "with": [], "without": []}
+        return gold
     for pid in page_ids(data):
         path = Path(data) / "ground-truth" / f"{pid}.json"
         if not path.exists():
@@ -68,16 +90,18 @@ def load_gold(data):
 def cmd_unpack(args):
     src = Path(args.source)
     if src.is_dir():
-        found = next((p.parent for p in src.rglob("html") if p.is_dir() and (p.parent / "ground-truth").is_dir()), None)
+        found = next((p.parent for p in src.rglob("html") if p.is_dir() and gold_folder(p.parent)), None)
         print(found or src)
         return
     cache = Path(args.cache)
+    # One cache folder per archive: the bench unpacks several sets.
+    cache = cache / src.name.split(".")[0]
     marker = cache / ".unpacked"
     if not marker.exists() or marker.read_text() != f"{src.stat().st_size}":
         cache.mkdir(parents=True, exist_ok=True)
         subprocess.run(["tar", "-I", "zstd", "-xf", str(src), "-C", str(cache)], check=True)
         marker.write_text(f"{src.stat().st_size}")
-    found = next(p.parent for p in sorted(cache.rglob("html")) if (p.parent / "ground-truth").is_dir())
+    found = next(p.parent for p in sorted(cache.rglob("html")) if gold_folder(p.parent))
     print(found)
 
 
@@ -278,6 +302,20 @@ def cmd_score(args):
         Path(args.json).write_text(json.dumps(out))
 
 
+def cmd_sets(args):
+    print("| set | pages | extractor | P | R | F1 | empty | CPU ms/page | mill-extract faster |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for spec in args.scores:
+        name, _, path = spec.partition("=")
+        table = json.loads(Path(path).read_text())["table"]
+        ours = table[0]["ms"]
+        for row in table:
+            ms = f"{row['ms']:.2f}" if row["ms"] is not None else "-"
+            ratio = f"{row['ms'] / ours:.1f}x" if row["ms"] and ours and row is not table[0] else ""
+            print(f"| {name} | {row['pages']} | {row['name']} | {row['p']:.3f} | {row['r']:.3f} | {row['f1']:.3f} "
+                  f"| {100 * row['empty']:.1f}% | {ms} | {ratio} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -292,13 +330,16 @@ def main():
     a.add_argument("tool", choices=["trafilatura", "trafilatura-fineweb", "resiliparse"])
     a.add_argument("out")
     a.add_argument("--jobs", type=int, default=1)
+    a = sub.add_parser("sets")
+    a.add_argument("scores", nargs="+")
     a = sub.add_parser("score")
     a.add_argument("data")
     a.add_argument("--run", action="append", default=[])
     a.add_argument("--worst", type=int, default=20)
     a.add_argument("--json")
     args = ap.parse_args()
-    {"unpack": cmd_unpack, "warc": cmd_warc, "reference": cmd_reference, "score": cmd_score}[args.cmd](args)
+    {"unpack": cmd_unpack, "warc": cmd_warc, "reference": cmd_reference, "score": cmd_score,
+     "sets": cmd_sets}[args.cmd](args)
 
 
 if __name__ == "__main__":

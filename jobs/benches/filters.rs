@@ -2,8 +2,8 @@
 //! the JSONL corpus named by `TOKENMILL_BENCH_CORPUS` (scripts/bench-filters.sh makes it
 //! and times datatrove on the same documents); and, when `TOKENMILL_BENCH_WARC` names a
 //! WARC file, pages/s of extract alone and of extract -> langid -> quality fused on its
-//! HTML pages; toxicity (adult-URL list, bad-word list and a fastText classifier trained
-//! on the labelled fixtures, document mode) alone and at the end of the fused chain.
+//! HTML pages; toxicity (adult-URL list, bad-word list and the shipped fastText
+//! classifier, `classifier = "default"`) alone and at the end of the fused chain.
 //! Prints one JSON line of results.
 
 use std::io::BufRead;
@@ -76,6 +76,7 @@ fn main() {
         out["page_extract_ms"] = (1000.0 / extract_rate).into();
         out["page_langid_ms"] = ms(&[&langid]).into();
         out["page_quality_ms"] = ms(&[&quality]).into();
+        out["page_toxicity_ms"] = ms(&toxicity).into();
         let mut chain: Vec<&dyn Stage> = vec![&extract, &langid, &quality];
         chain.extend(toxicity.iter().copied());
         let (tox_rate, tox_kept) = time_pages(&chain);
@@ -85,34 +86,23 @@ fn main() {
     println!("{out}");
 }
 
-/// The toxicity step of the fixtures: the adult-domain and word lists and a classifier
-/// trained here on the labelled fixture documents (`mill-toxicity train`'s defaults).
+/// The toxicity step of the fixture pipeline: the fixtures' adult-domain and word lists
+/// and the shipped classifier with its settings.
 fn toxicity_step(root: &Path) -> pipeline::Step {
     let storage = Storage::new();
-    let dir = std::env::temp_dir().join(format!("tokenmill-bench-toxicity-{}", std::process::id()));
     let fx = |rel: &str| {
         root.join("fixtures/toxicity")
             .join(rel)
             .display()
             .to_string()
     };
-    toxicity::train::train(
-        &storage,
-        &pipeline::Location::Local(fx("labelled").into()),
-        &pipeline::Location::Local(dir.clone()),
-        &toxicity::TrainConfig::default(),
-    )
-    .expect("train the fixture classifier");
     let config: toxicity::Config = toml::from_str(&format!(
-        "[urls]\nlists = [{:?}]\n[words]\nlists = {{ default = {:?} }}\n[classifier]\nmodel = {:?}\n",
+        "classifier = \"default\"\n[urls]\nlists = [{:?}]\n[words]\nlists = {{ default = {:?} }}\n",
         fx("blacklists/adult"),
         fx("words/en.txt"),
-        dir.join("model.bin").display().to_string(),
     ))
     .expect("toxicity config");
-    let step = toxicity::step(&storage, &config).expect("toxicity step");
-    let _ = std::fs::remove_dir_all(&dir);
-    step
+    toxicity::step(&storage, &config).expect("toxicity step")
 }
 
 /// Documents/s of a chain of stages on copies of `docs` (copying is not timed), and how

@@ -207,6 +207,11 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     );
     eprintln!("tiny model on the fixture shards: loss {start:.3} -> {end:.3} in 60 steps");
     assert!(stdout.contains("token shards:"), "{stdout}");
+    // The shipped toxicity classifier (`classifier = "default"`) drops the page of abuse
+    // without a listed word; the lists drop the adult-listed and the rude page.
+    for drop in ["drop toxic: 1", "drop adult_url: 1", "drop bad_words: 1"] {
+        assert!(stdout.contains(drop), "{drop} missing:\n{stdout}");
+    }
     // The summary says what the train step did: steps, tokens (60 × 8 × 64), the last
     // losses and the checkpoint; the tokens column holds them too.
     let trained = format!(

@@ -17,11 +17,13 @@
 //! highest unit's) is written to `toxicity_score` on every document scored, kept or
 //! not, so a later run can re-threshold without re-scoring.
 
+pub mod normalize;
+pub mod shipped;
 pub mod train;
 pub mod units;
 pub mod words;
 
-use pipeline::fasttext_model::{Model, prepare};
+use pipeline::fasttext_model::Model;
 use pipeline::lists::DomainSet;
 use pipeline::shard::ShardOptions;
 use pipeline::{
@@ -29,13 +31,9 @@ use pipeline::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use train::{TrainConfig, TrainReport};
+pub use normalize::Normalize;
+pub use train::{QuantizeConfig, TrainConfig, TrainReport};
 pub use words::{BadWords, WordRule, WordsConfig};
-
-/// fastText's input line for a text.
-pub(crate) fn prepare_line(text: &str) -> String {
-    prepare(text)
-}
 
 /// Column with the classifier score.
 pub const SCORE_COLUMN: &str = "toxicity_score";
@@ -48,9 +46,41 @@ pub const REMOVED_COLUMN: &str = "toxicity_removed_chars";
 pub struct Config {
     pub urls: Option<UrlsConfig>,
     pub words: Option<WordsConfig>,
+    /// A table, or `"default"`: the shipped model with its settings ([`shipped`]).
+    #[serde(deserialize_with = "classifier_setting")]
     pub classifier: Option<ClassifierConfig>,
     /// Settings of `mill-toxicity train`.
     pub train: TrainConfig,
+}
+
+/// `classifier = "default"` or a `[classifier]` table (whose errors stay the table's).
+fn classifier_setting<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ClassifierConfig>, D::Error> {
+    struct Setting;
+    impl<'de> serde::de::Visitor<'de> for Setting {
+        type Value = ClassifierConfig;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("\"default\" or a [classifier] table")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ClassifierConfig, E> {
+            if v == shipped::NAME {
+                Ok(shipped::config())
+            } else {
+                Err(E::custom(format!(
+                    "unknown classifier {v:?}: the shipped one is \"default\"; for another \
+                     model give a [classifier] table with `model`"
+                )))
+            }
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            map: A,
+        ) -> Result<ClassifierConfig, A::Error> {
+            ClassifierConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_any(Setting).map(Some)
 }
 
 /// Adult-domain lists applied to the `url` column.
@@ -90,7 +120,8 @@ pub enum Unit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifierConfig {
-    /// The model (`.bin` or `.ftz`): a path or storage URL.
+    /// The model (`.bin` or `.ftz`): a path or storage URL, or `default` for the
+    /// shipped one ([`shipped`]).
     pub model: String,
     /// Expected SHA-256 of the model file, checked when given.
     #[serde(default)]
@@ -110,6 +141,10 @@ pub struct ClassifierConfig {
     /// may have. No published setting; 0.1 is ours.
     #[serde(default = "default_max_fraction")]
     pub max_toxic_fraction: f64,
+    /// The form texts are scored in: the form the model was trained on. Unset: `words`
+    /// for the shipped model, `raw` for others (fastText's own tools, dolma's models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalize: Option<Normalize>,
 }
 
 fn default_labels() -> Vec<String> {
@@ -131,6 +166,7 @@ pub struct Classifier {
     mode: Mode,
     unit: Unit,
     max_fraction: f64,
+    normalize: Normalize,
 }
 
 /// The `__label__` form of a label.
@@ -160,12 +196,29 @@ impl Classifier {
         if config.labels.is_empty() {
             return Err(bad("no positive labels given".into()));
         }
-        let model = Model::load(
-            storage,
-            &config.model,
-            config.model_sha256.as_deref(),
-            "train one with `mill-toxicity train`, or give a supervised fastText model",
-        )?;
+        let shipped = config.model == shipped::NAME;
+        let model = if shipped {
+            let model = shipped::load(storage)?;
+            if let Some(want) = config.model_sha256.as_deref()
+                && want != model.sha256
+            {
+                return Err(bad(format!(
+                    "model_sha256 {want} is not the shipped model's ({}): this build ships \
+                     {}",
+                    model.sha256,
+                    shipped::FILE
+                )));
+            }
+            model
+        } else {
+            Model::load(
+                storage,
+                &config.model,
+                config.model_sha256.as_deref(),
+                "train one with `mill-toxicity train`, give a supervised fastText model, \
+                 or `default` for the shipped one",
+            )?
+        };
         let (known, _) = model
             .fasttext
             .get_labels()
@@ -183,6 +236,11 @@ impl Classifier {
             mode: config.mode,
             unit: config.unit,
             max_fraction: config.max_toxic_fraction,
+            normalize: config.normalize.unwrap_or(if shipped {
+                Normalize::Words
+            } else {
+                Normalize::Raw
+            }),
         })
     }
 
@@ -193,7 +251,11 @@ impl Classifier {
 
     /// The highest probability of a positive label for `text`.
     pub fn score(&self, text: &str) -> f64 {
-        match self.model.fasttext.predict(&prepare(text), -1, 0.0) {
+        match self
+            .model
+            .fasttext
+            .predict(&self.normalize.line(text), -1, 0.0)
+        {
             Ok(preds) => preds
                 .iter()
                 .filter(|p| self.labels.contains(&p.label))

@@ -25,16 +25,35 @@ struct Args {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Fit a fastText classifier on labelled documents (Parquet or JSONL with `text` and
-    /// a label field); writes <output>/model.bin and <output>/train.json.
+    /// a label field); writes <output>/model.bin (model.ftz when [train.quantize] is
+    /// set) and <output>/train.json.
     Train {
         #[command(flatten)]
         stage: StageArgs,
     },
+    /// Print what `classifier = "default"` stands for: the shipped model's settings, as
+    /// a [classifier] table.
+    DefaultModel,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     match (args.command, args.stage) {
+        (Some(Command::DefaultModel), _) => {
+            let c = toxicity::shipped::config();
+            println!(
+                "# The shipped classifier ({}, {} bytes): `classifier = \"default\"`.\n\
+                 [classifier]\nmodel = \"{}\"\nmodel_sha256 = \"{}\"\nlabels = {:?}\n\
+                 threshold = {}\nmode = \"{}\"\nnormalize = \"words\"",
+                toxicity::shipped::FILE,
+                toxicity::shipped::BYTES.len(),
+                c.model,
+                toxicity::shipped::sha256(),
+                c.labels,
+                c.threshold,
+                format!("{:?}", c.mode).to_lowercase(),
+            );
+        }
         (Some(Command::Train { stage }), _) => {
             init_logging(stage.log_format);
             let storage = Storage::new();
@@ -50,6 +69,13 @@ fn main() -> anyhow::Result<()> {
                 }
                 return Ok(());
             };
+            if r.validation_documents == 0 {
+                println!(
+                    "train: {} documents, none held out\n  model {}",
+                    r.train_documents, r.model
+                );
+                return Ok(());
+            }
             println!(
                 "train: {} documents, {} held out; at {:.2}: precision {:.3}, recall {:.3}, F1 {:.3}\n  model {}",
                 r.train_documents,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::full_label;
+use crate::normalize::Normalize;
 
 /// Training settings (`[train]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,8 +37,47 @@ pub struct TrainConfig {
     pub dim: i32,
     pub bucket: i32,
     pub min_count: i32,
+    /// Character n-grams of words, from `minn` to `maxn` characters (0, 0: none, as
+    /// the tutorial): they give misspelt and disguised words a vector.
+    pub minn: i32,
+    pub maxn: i32,
     /// Training threads (1: a reproducible model).
     pub threads: i32,
+    /// The form the texts are trained on (the classifier must score the same form).
+    pub normalize: Normalize,
+    /// Quantise the model (fastText's `quantize`): a `.ftz` file a fraction of the size.
+    pub quantize: Option<QuantizeConfig>,
+}
+
+/// fastText's quantisation settings (`fasttext quantize`): product quantisation of the
+/// vectors, in sub-vectors of `dsub` dimensions; with `cutoff`, only that many rows of
+/// the input matrix (the words and n-gram buckets of largest norm) are kept, and
+/// `retrain` fine-tunes the classifier on what is left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuantizeConfig {
+    /// Rows of the input matrix kept (0: all).
+    pub cutoff: usize,
+    /// Dimensions per product-quantised sub-vector (fastText's default, 2).
+    pub dsub: usize,
+    /// Quantise each vector's norm apart.
+    pub qnorm: bool,
+    /// Quantise the output matrix too.
+    pub qout: bool,
+    /// Fine-tune after the cutoff.
+    pub retrain: bool,
+}
+
+impl Default for QuantizeConfig {
+    fn default() -> Self {
+        QuantizeConfig {
+            cutoff: 0,
+            dsub: 2,
+            qnorm: false,
+            qout: false,
+            retrain: false,
+        }
+    }
 }
 
 impl Default for TrainConfig {
@@ -54,7 +94,11 @@ impl Default for TrainConfig {
             dim: 50,
             bucket: 200_000,
             min_count: 1,
+            minn: 0,
+            maxn: 0,
             threads: 1,
+            normalize: Normalize::Raw,
+            quantize: None,
         }
     }
 }
@@ -260,8 +304,13 @@ pub fn train(
         } else {
             *counts.entry(label.clone()).or_default() += 1;
             train_n += 1;
-            write!(file, "{} {}", full_label(label), crate::prepare_line(text))
-                .map_err(|e| Error::Usage(format!("writing the training file: {e}")))?;
+            write!(
+                file,
+                "{} {}",
+                full_label(label),
+                config.normalize.line(text)
+            )
+            .map_err(|e| Error::Usage(format!("writing the training file: {e}")))?;
         }
     }
     file.flush()
@@ -289,17 +338,29 @@ pub fn train(
     args.set_dim(config.dim);
     args.set_bucket(config.bucket);
     args.set_min_count(config.min_count);
+    args.set_minn(config.minn);
+    args.set_maxn(config.maxn);
     args.set_thread(config.threads.max(1));
     args.set_verbose(0);
     let mut ft = fasttext::FastText::new();
     ft.train(&args)
         .map_err(|e| Error::Usage(format!("fastText training failed: {e}")))?;
-    let model_path = dir.path().join("model.bin");
+    if let Some(q) = &config.quantize {
+        args.set_cutoff(q.cutoff);
+        args.set_dsub(q.dsub);
+        args.set_qnorm(q.qnorm);
+        args.set_qout(q.qout);
+        args.set_retrain(q.retrain);
+        ft.quantize(&args)
+            .map_err(|e| Error::Usage(format!("fastText quantisation failed: {e}")))?;
+    }
+    let file_name = model_file(config);
+    let model_path = dir.path().join(file_name);
     ft.save_model(&path_str(&model_path)?)
         .map_err(Error::Usage)?;
     let bytes = std::fs::read(&model_path)
         .map_err(|e| Error::Usage(format!("reading the model back: {e}")))?;
-    let model_loc = output.join(MODEL_FILE);
+    let model_loc = output.join(file_name);
     storage.remove_stale_temporaries(&model_loc)?;
     storage.put(&model_loc, &bytes)?;
 
@@ -308,7 +369,7 @@ pub fn train(
         .iter()
         .map(|(text, label)| {
             let score = ft
-                .predict(&crate::prepare_line(text), -1, 0.0)
+                .predict(&config.normalize.line(text), -1, 0.0)
                 .map(|ps| {
                     ps.iter()
                         .filter(|p| positive.contains(&p.label))
@@ -339,6 +400,17 @@ pub fn train(
 
 /// The classifier `train` writes below its output.
 pub const MODEL_FILE: &str = "model.bin";
+/// The same, quantised (`[train.quantize]`).
+pub const QUANTIZED_MODEL_FILE: &str = "model.ftz";
+
+/// The file `train` writes the model to with `config`.
+pub fn model_file(config: &TrainConfig) -> &'static str {
+    if config.quantize.is_some() {
+        QUANTIZED_MODEL_FILE
+    } else {
+        MODEL_FILE
+    }
+}
 /// What `train` reports, written beside the model.
 pub const REPORT_FILE: &str = "train.json";
 /// Step name of `train` in its marker.
@@ -364,7 +436,7 @@ pub fn train_step(
             docs_out: documents,
             ..pipeline::Stats::default()
         };
-        let outputs = vec![MODEL_FILE.into(), REPORT_FILE.into()];
+        let outputs = vec![model_file(config).into(), REPORT_FILE.into()];
         Ok((r, pipeline::UnitDone { outputs, stats }))
     })
 }

@@ -51,6 +51,7 @@ fn classifier(mode: Mode) -> ClassifierConfig {
         mode,
         unit: Unit::Sentence,
         max_toxic_fraction: 0.1,
+        normalize: None,
     }
 }
 
@@ -371,4 +372,111 @@ fn train_unit_conforms() {
         // The report names the output folder.
         run_records: &[toxicity::train::REPORT_FILE],
     });
+}
+
+/// `classifier = "default"`: the shipped model (models/toxicity-en-v1.ftz, compiled in)
+/// with its settings, from any folder; it tells a known insult from known clean text.
+#[test]
+fn the_shipped_model_loads_and_scores() {
+    let config: Config = toml::from_str("classifier = \"default\"").expect("config");
+    let c = config.classifier.clone().expect("a classifier");
+    assert_eq!(c, toxicity::shipped::config());
+    assert_eq!(
+        c.model_sha256.as_deref(),
+        Some(toxicity::shipped::sha256().as_str())
+    );
+    assert!(
+        toxicity::shipped::BYTES.len() <= 2_000_000,
+        "the shipped model must stay within 2 MB"
+    );
+    let model = Classifier::new(&Storage::new(), &c).expect("the shipped model loads");
+    for insult in [
+        "You are a complete idiot and everyone here knows it. Shut up, you pathetic loser.",
+        "What a stupid, worthless comment from a brainless moron.",
+    ] {
+        let s = model.score(insult);
+        assert!(s >= c.threshold, "{insult:?} scored {s}");
+    }
+    for clean in [
+        "The library opens at nine on weekdays; the reading room closes an hour earlier.",
+        "Preheat the oven to 200 degrees, then bake the bread for thirty minutes until golden.",
+        "To install the package, run the setup script and restart the service.",
+    ] {
+        let s = model.score(clean);
+        assert!(s < c.threshold, "{clean:?} scored {s}");
+    }
+    // The whole step from the config, as `mill-toxicity` runs it: the insult is dropped
+    // as `toxic`, the recipe kept.
+    let mut insult = doc("You people are disgusting idiots. Get lost and never post here again.");
+    let mut recipe =
+        doc("Mix the flour with the water and a pinch of salt, then knead for ten minutes.");
+    assert_eq!(model.process(&mut insult), Verdict::Drop("toxic"));
+    assert_eq!(model.process(&mut recipe), Verdict::Keep);
+    // The table form names it too, with other settings; `words` is its form unless set.
+    let table: Config =
+        toml::from_str("[classifier]\nmodel = \"default\"\nthreshold = 0.9\nmode = \"fraction\"")
+            .expect("table");
+    let t = table.classifier.expect("classifier");
+    assert_eq!(
+        (t.threshold, t.mode, t.normalize),
+        (0.9, Mode::Fraction, None)
+    );
+    Classifier::new(&Storage::new(), &t).expect("loads");
+}
+
+#[test]
+fn the_shipped_model_has_clear_errors() {
+    let err = toml::from_str::<Config>("classifier = \"jigsaw\"")
+        .expect_err("unknown name")
+        .to_string();
+    assert!(err.contains("unknown classifier \"jigsaw\""), "{err}");
+    // A table keeps its own errors.
+    let err = toml::from_str::<Config>("[classifier]\nmodel = \"default\"\nthreshhold = 0.5")
+        .expect_err("typo")
+        .to_string();
+    assert!(err.contains("threshhold"), "{err}");
+    let mut c = toxicity::shipped::config();
+    c.model_sha256 = Some("0".repeat(64));
+    let err = Classifier::new(&Storage::new(), &c)
+        .expect_err("another model")
+        .to_string();
+    assert!(err.contains("not the shipped model's"), "{err}");
+}
+
+/// Quantised training writes `model.ftz`, smaller than the `.bin`, and it still
+/// classifies (the shipped model's recipe quantises the same way).
+#[test]
+fn quantised_training_writes_a_small_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TrainConfig {
+        normalize: toxicity::Normalize::Words,
+        minn: 2,
+        maxn: 5,
+        quantize: Some(toxicity::QuantizeConfig {
+            cutoff: 1000,
+            qnorm: true,
+            retrain: true,
+            ..Default::default()
+        }),
+        ..TrainConfig::default()
+    };
+    let report = toxicity::train::train(
+        &Storage::new(),
+        &Location::Local(fixture("labelled")),
+        &Location::Local(dir.path().to_path_buf()),
+        &config,
+    )
+    .expect("train");
+    let ftz = dir.path().join("model.ftz");
+    assert!(report.model.ends_with("model.ftz"), "{}", report.model);
+    let small = std::fs::metadata(&ftz).expect("model.ftz").len();
+    let big = std::fs::metadata(model_path()).expect("model.bin").len();
+    assert!(small * 5 < big, "{small} bytes quantised, {big} not");
+    assert!(report.at_threshold.f1 > 0.8, "{report:?}");
+    let c = ClassifierConfig {
+        model: ftz.to_string_lossy().to_string(),
+        normalize: Some(toxicity::Normalize::Words),
+        ..classifier(Mode::Document)
+    };
+    Classifier::new(&Storage::new(), &c).expect("loads");
 }
