@@ -6,6 +6,9 @@ extract_gold.py reference DATA TOOL OUT.jsonl [--jobs N]
     TOOL: trafilatura (defaults), trafilatura-fineweb (datatrove's settings, as FineWeb
     ran it), resiliparse. Writes {"id", "text", "cpu_ms"} per page.
 extract_gold.py sets NAME=SCORES.json...             the sets' tables side by side
+extract_gold.py titles DATA OURS                    mill-extract's `title` column against each
+    page's og:title and <title> (read from its HTML): how often it is empty, equal to one
+    of them, or neither (with examples)
 extract_gold.py score DATA --run NAME=PATH [--run ...] [--worst 20] [--json OUT]
     PATH: a JSONL file of {"id", "text"[, "cpu_ms"]} or a folder of mill-extract Parquet
     output (pages are matched by WARC-Record-ID <urn:page:ID>); "NAME=PATH@SECONDS"
@@ -302,6 +305,63 @@ def cmd_score(args):
         Path(args.json).write_text(json.dumps(out))
 
 
+def _page_titles(body):
+    """The page's og:title and <title>, entities decoded and whitespace folded."""
+    import html as htmllib
+
+    text = body.decode("utf-8", errors="replace")
+    head = text[: 1 << 20]
+    fold_ws = lambda t: " ".join(htmllib.unescape(t).split()) if t else ""
+    og = ""
+    for tag in re.findall(r"<meta\b[^>]*>", head, flags=re.I):
+        if re.search(r"""(?:property|name)\s*=\s*["']?og:title\b""", tag, flags=re.I):
+            m = re.search(r"""content\s*=\s*(?:"([^"]*)"|'([^']*)')""", tag, flags=re.I | re.S)
+            if m:
+                og = fold_ws(m.group(1) if m.group(1) is not None else m.group(2))
+                break
+    m = re.search(r"<title\b[^>]*>(.*?)</title>", head, flags=re.I | re.S)
+    return og, fold_ws(m.group(1)) if m else ""
+
+
+def cmd_titles(args):
+    import pyarrow.parquet as pq
+
+    ours = {}
+    for f in sorted(Path(args.ours).rglob("*.parquet")):
+        if any(part.startswith(("_", ".")) for part in f.relative_to(args.ours).parts):
+            continue
+        t = pq.read_table(f, columns=["id", "title"])
+        for i, title in zip(t.column("id").to_pylist(), t.column("title").to_pylist()):
+            ours[i.removeprefix("<urn:page:").removesuffix(">")] = title or ""
+    counts = Counter()
+    differ = []
+    for pid in page_ids(args.data):
+        if pid not in ours:
+            continue
+        og, title = _page_titles((Path(args.data) / "html" / f"{pid}.html").read_bytes())
+        got = ours[pid]
+        counts["pages"] += 1
+        counts["page has og:title"] += bool(og)
+        counts["page has <title>"] += bool(title)
+        if not got:
+            counts["empty"] += 1
+            if og or title:
+                counts["empty, though the page has one"] += 1
+        elif got == og:
+            counts["= og:title"] += 1
+        elif got == title:
+            counts["= <title>"] += 1
+        else:
+            counts["neither (the first <h1>, or a difference)"] += 1
+            differ.append((pid, got, og or title))
+    n = max(counts["pages"], 1)
+    for key in ["pages", "page has og:title", "page has <title>", "= og:title", "= <title>",
+                "neither (the first <h1>, or a difference)", "empty", "empty, though the page has one"]:
+        print(f"  {key:<44}{counts[key]:>6}  {100 * counts[key] / n:5.1f}%")
+    for pid, got, want in differ[:5]:
+        print(f"  e.g. {pid}: {got[:60]!r} / page: {want[:60]!r}")
+
+
 def cmd_sets(args):
     print("| set | pages | extractor | P | R | F1 | empty | CPU ms/page | mill-extract faster |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -330,6 +390,9 @@ def main():
     a.add_argument("tool", choices=["trafilatura", "trafilatura-fineweb", "resiliparse"])
     a.add_argument("out")
     a.add_argument("--jobs", type=int, default=1)
+    a = sub.add_parser("titles")
+    a.add_argument("data")
+    a.add_argument("ours")
     a = sub.add_parser("sets")
     a.add_argument("scores", nargs="+")
     a = sub.add_parser("score")
@@ -339,7 +402,7 @@ def main():
     a.add_argument("--json")
     args = ap.parse_args()
     {"unpack": cmd_unpack, "warc": cmd_warc, "reference": cmd_reference, "score": cmd_score,
-     "sets": cmd_sets}[args.cmd](args)
+     "sets": cmd_sets, "titles": cmd_titles}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -50,9 +50,27 @@
 
 use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEMANTIC};
 
+/// What a doubtful part of a page goes to (`[config.extract] favor`), as trafilatura's
+/// `favor_precision` and `favor_recall`.
+/// - `precision`: readers' comments (comment-marked elements that hold no content-marked
+///   element) are removed whatever their size, unless the address names a discussion.
+/// - `balanced`: they are removed beside an article of the page's own (a blog post and
+///   its comment section), and kept when they are most of the page (a thread).
+/// - `recall`: they are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Favor {
+    Precision,
+    #[default]
+    Balanced,
+    Recall,
+}
+
 /// Extraction settings.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Precision or recall (see [`Favor`]).
+    pub favor: Favor,
     /// A boilerplate-marked element holding more than this share of the body's text is
     /// kept (it is a wrapper, not a sidebar).
     pub wrapper_share: f64,
@@ -78,6 +96,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            favor: Favor::default(),
             wrapper_share: 0.5,
             semantic_share: 0.85,
             container_share: 0.4,
@@ -325,7 +344,10 @@ pub fn discussion_url(url: &str) -> bool {
 /// its header), on a page whose address does not name a discussion. Then the comments
 /// are comments however long they run; otherwise comments that hold most of the page
 /// are the posts of a thread and stay.
-fn comments_beside_article(page: &Page, weights: &Weights) -> bool {
+///
+/// With `precision`, any content-marked element with [`DECLARED_ARTICLE_PROSE`] of prose
+/// of its own is such an article, however long the comments after it run.
+fn comments_beside_article(page: &Page, weights: &Weights, precision: bool) -> bool {
     if page.discussion {
         return false;
     }
@@ -347,7 +369,7 @@ fn comments_beside_article(page: &Page, weights: &Weights) -> bool {
             comment_prose[p] += comment_prose[id];
         }
     }
-    let least = if page.og_article {
+    let least = if page.og_article || precision {
         DECLARED_ARTICLE_PROSE
     } else {
         ARTICLE_PROSE
@@ -357,7 +379,7 @@ fn comments_beside_article(page: &Page, weights: &Weights) -> bool {
         page.nodes[id].flags & CONTENT != 0
             && !in_comments[id]
             && own >= least
-            && comment_prose[id] < own
+            && (precision || comment_prose[id] < own)
     })
 }
 
@@ -419,7 +441,32 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             depth[a] > body_depth
         })
     };
-    let comments_beside_article = comments_beside_article(page, weights);
+    let comments_beside_article = match opts.favor {
+        Favor::Precision => comments_beside_article(page, weights, true),
+        Favor::Balanced => comments_beside_article(page, weights, false),
+        Favor::Recall => false,
+    };
+    // Precision: a comments-marked element goes whatever its size, unless it holds a
+    // content-marked element with an article's prose (the article inside a
+    // `comment`-named wrapper; not a comment's own `comment-content`).
+    let mut holds_content = vec![false; n];
+    if opts.favor == Favor::Precision {
+        for id in (0..n).rev() {
+            let node = &page.nodes[id];
+            holds_content[id] |= node.flags & CONTENT != 0
+                && node.group != Group::Comments
+                && weights.prose[id] >= DECLARED_ARTICLE_PROSE;
+            if let Some(p) = parent(node.parent) {
+                holds_content[p] |= holds_content[id];
+            }
+        }
+    }
+    let any_size = |id: usize| {
+        opts.favor == Favor::Precision
+            && comments_beside_article
+            && page.nodes[id].group == Group::Comments
+            && !holds_content[id]
+    };
     let component_parts = component_parts(page);
     let mut removed = vec![false; n];
     for id in 0..n {
@@ -434,7 +481,8 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             || (node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
             || group_text[node.group as usize] as f64 <= limit
             || node.group == Group::Comments && comments_beside_article)
-            && !(node.flags & SEMANTIC == 0 && component_parts[node.group as usize]);
+            && !(node.flags & SEMANTIC == 0 && component_parts[node.group as usize])
+            && !(opts.favor == Favor::Recall && node.group == Group::Comments);
         removed[id] = inherited
             || node.kind == Kind::Skip
             || node.flags & HIDDEN != 0
@@ -443,7 +491,7 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
                     weights.prose[id] as f64 <= prose_limit
                 } else {
-                    small && !parallel(id)
+                    any_size(id) || small && !parallel(id)
                 }
             || level == Level::All && node.flags & CHROME != 0 && small;
     }

@@ -514,7 +514,12 @@ fn og_property(attrs: &str, property: &str) -> Option<String> {
         }
     });
     let content = content.filter(|_| is_og)?;
-    Some(htmlize::unescape(content).trim().to_string()).filter(|t| !t.is_empty())
+    // Whitespace folded, as the `<title>`'s (no-break spaces and runs of spaces too).
+    let folded = htmlize::unescape(content)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(folded).filter(|t| !t.is_empty())
 }
 
 /// Finds `</name` (case-insensitive) at or after `from`.

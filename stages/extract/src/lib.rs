@@ -70,6 +70,10 @@ pub struct Config {
     /// rest is a link index (table of contents, index of terms): its links are kept.
     #[serde(default = "default_link_index_ratio")]
     pub link_index_ratio: f64,
+    /// What doubtful parts of a page go to: `precision`, `balanced` or `recall`
+    /// (trafilatura's `favor_precision` / `favor_recall`; see [`extract::Favor`]).
+    #[serde(default)]
+    pub favor: extract::Favor,
     /// URL filtering (RefinedWeb's first step).
     #[serde(default)]
     pub url_filter: UrlFilterConfig,
@@ -111,6 +115,7 @@ impl Default for Config {
             max_replaced_share: default_max_replaced(),
             max_link_density: default_max_link_density(),
             link_index_ratio: default_link_index_ratio(),
+            favor: extract::Favor::default(),
             url_filter: UrlFilterConfig::default(),
             row_group_bytes: default_row_group_bytes(),
         }
@@ -442,6 +447,7 @@ impl Extract {
             options: extract::Options {
                 max_link_density: config.max_link_density,
                 link_index_ratio: config.link_index_ratio,
+                favor: config.favor,
                 ..extract::Options::default()
             },
         }

@@ -869,3 +869,50 @@ fn failure_classes_of_real_pages() {
         }
     }
 }
+
+/// `favor`: a short blog post with a longer comment section (a page we wrote in the
+/// shape of a 2012 WordPress blog). `balanced` keeps the comments (they outweigh the
+/// post, as the posts of a thread do); `precision` removes them, as FineWeb's
+/// trafilatura does; `recall` keeps them. The same comments at a forum's address are
+/// the thread and stay in every mode. The `og:title`'s no-break and double spaces are
+/// folded.
+#[test]
+fn favor_decides_readers_comments() {
+    let path = root().join("fixtures/pages/blog-comments.html");
+    let bytes = std::fs::read(&path).expect("fixture");
+    let run = |favor: &str, url: &str| {
+        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
+        extract::Extract::new(&config)
+            .page_of(&bytes, None, url)
+            .unwrap_or_else(|reason| panic!("{favor}: dropped as {reason}"))
+    };
+    let blog = "https://garden-diary.example/2012/04/notes-week-12/";
+    let post = "The broad beans finally came up this week";
+    let comment = "does anyone sow peas in gutters";
+    for (favor, keeps_comments) in [("balanced", true), ("precision", false), ("recall", true)] {
+        let page = run(favor, blog);
+        assert!(page.text.contains(post), "{favor}: {}", page.text);
+        assert!(page.text.contains("cover the rest with straw"), "{favor}");
+        assert_eq!(
+            page.text.contains(comment),
+            keeps_comments,
+            "{favor}: {}",
+            page.text
+        );
+        assert!(!page.text.contains("Copyright"), "{favor}");
+        assert_eq!(
+            page.title.as_deref(),
+            Some("Notes from the allotment: week 12"),
+            "{favor}"
+        );
+    }
+    let thread = run(
+        "precision",
+        "https://garden-diary.example/forum/notes-week-12/",
+    );
+    assert!(thread.text.contains(comment), "{}", thread.text);
+    assert!(
+        toml::from_str::<Config>("favor = \"speed\"").is_err(),
+        "an unknown favor is an error"
+    );
+}
