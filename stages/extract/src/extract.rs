@@ -53,7 +53,10 @@ use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEM
 /// What a doubtful part of a page goes to (`[config.extract] favor`), as trafilatura's
 /// `favor_precision` and `favor_recall`.
 /// - `precision`: readers' comments (comment-marked elements that hold no content-marked
-///   element) are removed whatever their size, unless the address names a discussion.
+///   element with an article's prose) are removed whatever their size, in every pass,
+///   when a content-marked element outside them has prose of its own (a post, however
+///   short) and the address does not name a discussion; a page of comments with nothing
+///   beside them is a thread and keeps them.
 /// - `balanced`: they are removed beside an article of the page's own (a blog post and
 ///   its comment section), and kept when they are most of the page (a thread).
 /// - `recall`: they are kept.
@@ -345,8 +348,8 @@ pub fn discussion_url(url: &str) -> bool {
 /// are comments however long they run; otherwise comments that hold most of the page
 /// are the posts of a thread and stay.
 ///
-/// With `precision`, any content-marked element with [`DECLARED_ARTICLE_PROSE`] of prose
-/// of its own is such an article, however long the comments after it run.
+/// With `precision`, any content-marked element with prose of its own is such an
+/// article, however short, and however long the comments after it run.
 fn comments_beside_article(page: &Page, weights: &Weights, precision: bool) -> bool {
     if page.discussion {
         return false;
@@ -369,7 +372,9 @@ fn comments_beside_article(page: &Page, weights: &Weights, precision: bool) -> b
             comment_prose[p] += comment_prose[id];
         }
     }
-    let least = if page.og_article || precision {
+    let least = if precision {
+        1
+    } else if page.og_article {
         DECLARED_ARTICLE_PROSE
     } else {
         ARTICLE_PROSE
@@ -475,8 +480,10 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
         let small = weight[id] as f64 <= limit;
         let group_rule = match level {
             Level::All => node.group != Group::None,
-            Level::Structural => node.group != Group::None && node.flags & SEMANTIC != 0,
-            Level::Bare => false,
+            Level::Structural => {
+                node.group != Group::None && node.flags & SEMANTIC != 0 || any_size(id)
+            }
+            Level::Bare => any_size(id),
         } && (node.group == Group::Consent
             || (node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
             || group_text[node.group as usize] as f64 <= limit

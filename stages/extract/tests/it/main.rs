@@ -911,6 +911,39 @@ fn favor_decides_readers_comments() {
         "https://garden-diary.example/forum/notes-week-12/",
     );
     assert!(thread.text.contains(comment), "{}", thread.text);
+    // A thread whose posts are comment-marked, with no prose of its own beside them
+    // (only a title), at an address without a discussion word: the posts are the page
+    // in every mode.
+    let post = |who: &str, text: &str| {
+        format!("<li class=\"comment\"><div class=\"comment-author\">{who}</div><p>{text}</p></li>")
+    };
+    let thread_page = format!(
+        "<html><body><nav><a href=/>Home</a></nav><main><h1>Best first telescope?</h1>\
+         <ol class=\"comment-list\">{}{}{}</ol></main></body></html>",
+        post(
+            "ana",
+            "I am looking for a first telescope for the garden, under three hundred pounds."
+        ),
+        post(
+            "ben",
+            "A small Dobsonian is the usual answer: simple to set up, and bright views."
+        ),
+        post(
+            "cy",
+            "Start with binoculars on a tripod and learn the sky before spending more."
+        )
+    );
+    for favor in ["balanced", "precision"] {
+        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
+        let page = extract::Extract::new(&config)
+            .page_of(thread_page.as_bytes(), None, "https://club.example/t1234")
+            .expect("page");
+        assert!(
+            page.text.contains("A small Dobsonian"),
+            "{favor}: {}",
+            page.text
+        );
+    }
     assert!(
         toml::from_str::<Config>("favor = \"speed\"").is_err(),
         "an unknown favor is an error"
