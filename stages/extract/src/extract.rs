@@ -18,6 +18,9 @@
 //!    so do the elements of a wrapper's group at its depth, under a common block below
 //!    the body, when no element of its group lies inside it (page-builder panels that
 //!    are all `widget`s, the largest a wrapper).
+//!    A class-marked sidebar beside a content-marked element with 300 bytes of prose
+//!    (neither inside nor around it) is not a wrapper, whatever its size (a reviews
+//!    widget beside a shop's description).
 //!    A `nav`/`header`/`footer`/`aside` is weighed by its prose instead (blocks of 40
 //!    bytes or more outside links): it stays only when it holds `semantic_share` of
 //!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
@@ -58,7 +61,8 @@ use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEM
 ///   short) and the address does not name a discussion; a page of comments with nothing
 ///   beside them is a thread and keeps them.
 /// - `balanced`: they are removed beside an article of the page's own (a blog post and
-///   its comment section), and kept when they are most of the page (a thread).
+///   its comment section: 1,000 bytes of prose that outweigh them), whatever their
+///   size and in every pass, and kept when they are most of the page (a thread).
 /// - `recall`: they are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -455,7 +459,7 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
     // content-marked element with an article's prose (the article inside a
     // `comment`-named wrapper; not a comment's own `comment-content`).
     let mut holds_content = vec![false; n];
-    if opts.favor == Favor::Precision {
+    if opts.favor != Favor::Recall {
         for id in (0..n).rev() {
             let node = &page.nodes[id];
             holds_content[id] |= node.flags & CONTENT != 0
@@ -467,17 +471,38 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
         }
     }
     let any_size = |id: usize| {
-        opts.favor == Favor::Precision
+        opts.favor != Favor::Recall
             && comments_beside_article
             && page.nodes[id].group == Group::Comments
             && !holds_content[id]
     };
     let component_parts = component_parts(page);
+    // Content-marked elements with an article's prose, counted below and above each
+    // element: a sidebar with such an element neither inside nor around it is beside
+    // the content, however much text it holds (a reviews widget on a shop page).
+    let article = |id: usize| {
+        page.nodes[id].flags & CONTENT != 0 && weights.prose[id] >= DECLARED_ARTICLE_PROSE
+    };
+    let mut articles_below = vec![0u32; n];
+    for id in (0..n).rev() {
+        articles_below[id] += u32::from(article(id));
+        if let Some(p) = parent(page.nodes[id].parent) {
+            articles_below[p] += articles_below[id];
+        }
+    }
+    let mut articles_above = vec![0u32; n];
+    for id in 0..n {
+        articles_above[id] =
+            parent(page.nodes[id].parent).map_or(0, |p| articles_above[p] + u32::from(article(p)));
+    }
+    let articles = (0..n).filter(|&id| article(id)).count() as u32;
+    let beside_article = |id: usize| articles > articles_below[id] + articles_above[id];
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
         let inherited = parent(node.parent).is_some_and(|p| removed[p]);
-        let small = weight[id] as f64 <= limit;
+        let small = weight[id] as f64 <= limit
+            || node.group == Group::Sidebar && node.flags & SEMANTIC == 0 && beside_article(id);
         let group_rule = match level {
             Level::All => node.group != Group::None,
             Level::Structural => {

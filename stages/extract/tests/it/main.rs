@@ -949,3 +949,39 @@ fn favor_decides_readers_comments() {
         "an unknown favor is an error"
     );
 }
+
+/// A sidebar beside the article that holds more text than the article (a reviews
+/// widget on a shop page, a blog's long blurb column) is still a sidebar: it goes in
+/// every `favor`, where the wrapper guard used to keep it for its size.
+#[test]
+fn a_large_sidebar_beside_an_article_goes() {
+    let review = |n: u32| {
+        format!(
+            "<p>Review {n}: the shop answered within a day and the parcel came well packed, \
+             five stars from a happy customer in the north.</p>"
+        )
+    };
+    let page = format!(
+        "<html><body><div class=\"page\"><article><h1>Osprey pack rental</h1>\
+         <p>Rent a 65 litre pack for a week in the hills: the frame carries thirty to fifty \
+         pounds, the hip belt adjusts, and the rain cover is included in the price.</p>\
+         <p>Pick it up at the shop on Friday evening and bring it back on Monday, cleaned \
+         and dry; we check every buckle and strap before the next rental.</p>\
+         <p>Sizes: small, medium and large, fitted at the counter in five minutes by our staff.</p></article>\
+         <div class=\"sidebar\"><h3>What our customers say</h3>{}</div></div>\
+         </body></html>",
+        (1..=8).map(review).collect::<String>()
+    );
+    for favor in ["balanced", "precision", "recall"] {
+        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
+        let got = extract::Extract::new(&config)
+            .page_of(page.as_bytes(), None, "https://rentals.example/pack")
+            .expect("page");
+        assert!(
+            got.text.contains("the rain cover is included"),
+            "{favor}: {}",
+            got.text
+        );
+        assert!(!got.text.contains("Review 3"), "{favor}: {}", got.text);
+    }
+}
