@@ -20,7 +20,8 @@
 //!    are all `widget`s, the largest a wrapper).
 //!    A class-marked sidebar beside a content-marked element with 300 bytes of prose
 //!    (neither inside nor around it) is not a wrapper, whatever its size (a reviews
-//!    widget beside a shop's description).
+//!    widget beside a shop's description). A metadata-class element (`entry-meta`)
+//!    around such a content-marked element is not removed for its class.
 //!    A `nav`/`header`/`footer`/`aside` is weighed by its prose instead (blocks of 40
 //!    bytes or more outside links): it stays only when it holds `semantic_share` of
 //!    the page's prose, so an article wrapped in `<header>` stays and a mega menu goes.
@@ -497,6 +498,16 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
     }
     let articles = (0..n).filter(|&id| article(id)).count() as u32;
     let beside_article = |id: usize| articles > articles_below[id] + articles_above[id];
+    // A class-marked element around an article (a content-marked element with an
+    // article's prose and no class of a boilerplate group: `entry-meta` around
+    // `entry-body`) is not removed for its class.
+    let mut holds_article = vec![false; n];
+    for id in (0..n).rev() {
+        let node = &page.nodes[id];
+        if let Some(p) = parent(node.parent) {
+            holds_article[p] |= holds_article[id] || node.group == Group::None && article(id);
+        }
+    }
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
@@ -523,7 +534,8 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
                     weights.prose[id] as f64 <= prose_limit
                 } else {
-                    any_size(id) || small && !parallel(id)
+                    (any_size(id) || small && !parallel(id))
+                        && !(node.group == Group::Meta && holds_article[id])
                 }
             || level == Level::All && node.flags & CHROME != 0 && small;
     }

@@ -985,3 +985,39 @@ fn a_large_sidebar_beside_an_article_goes() {
         assert!(!got.text.contains("Review 3"), "{favor}: {}", got.text);
     }
 }
+
+/// An article inside an element whose class names metadata (a 2012 blog theme's
+/// `entry-meta` around the post's `entry-body`) is not removed with the metadata: a
+/// class of that group never wraps 300 bytes of a content-marked element's prose.
+#[test]
+fn an_article_inside_a_meta_class_stays() {
+    let blurb = |who: &str| {
+        format!(
+            "<p>{who} writes about courts, lobbying and the people who work the halls of \
+             Congress, and has covered the capital for many years.</p>"
+        )
+    };
+    let page = format!(
+        "<html><body><div id=\"blog\"><div id=\"beta\"><h3>Contributors</h3>{}{}{}{}</div>\
+         <div class=\"entry-meta\"><h2>Park owner hires lobbyists on safety rules</h2>\
+         <div class=\"entry-body\"><p>The owner of two amusement parks has hired a law \
+         firm's lobbying arm to work on workplace safety rules, the firm told Congress on \
+         Monday in its filing.</p><p>The filing names the agency's rules on rides and on \
+         the training of seasonal staff, and the parks' trade group backs the effort.</p>\
+         <p>Neither the parks nor the firm would say how much the work is worth this year.</p>\
+         <p>The rules come up for review in the spring, after the summer season ends.</p></div>\
+         </div></div></body></html>",
+        blurb("Ann"),
+        blurb("Bo"),
+        blurb("Cy"),
+        blurb("Di")
+    );
+    let got = extract::Extract::new(&Config::default())
+        .page_of(page.as_bytes(), None, "https://blog.example/2012/11/park")
+        .expect("page");
+    assert!(
+        got.text.contains("hired a law firm's lobbying arm"),
+        "{}",
+        got.text
+    );
+}
