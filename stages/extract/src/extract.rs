@@ -60,7 +60,8 @@ use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEM
 ///   element with an article's prose) are removed whatever their size, in every pass,
 ///   when a content-marked element outside them has prose of its own (a post, however
 ///   short) and the address does not name a discussion; a page of comments with nothing
-///   beside them is a thread and keeps them.
+///   beside them is a thread and keeps them. On a page that declares itself a product
+///   (JSON-LD or `og:type`) they are reviews, treated as in `balanced`.
 /// - `balanced`: they are removed beside an article of the page's own (a blog post and
 ///   its comment section: 1,000 bytes of prose that outweigh them), whatever their
 ///   size and in every pass, and kept when they are most of the page (a thread).
@@ -452,7 +453,8 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
         })
     };
     let comments_beside_article = match opts.favor {
-        Favor::Precision => comments_beside_article(page, weights, true),
+        // A product's comments are its reviews: as `balanced` treats them.
+        Favor::Precision => comments_beside_article(page, weights, !page.product),
         Favor::Balanced => comments_beside_article(page, weights, false),
         Favor::Recall => false,
     };

@@ -89,6 +89,9 @@ pub struct Page {
     pub discussion: bool,
     /// The page says it is an article (`og:type` `article`).
     pub og_article: bool,
+    /// The page says it is a product (an `og:type` naming a product, or a JSON-LD
+    /// `"@type": "Product"`): its comments are reviews.
+    pub product: bool,
 }
 
 const fn h(name: &[u8]) -> u64 {
@@ -253,9 +256,12 @@ impl Builder<'_> {
                 if self.page.og_title.is_none() {
                     self.page.og_title = og_property(attrs, "og:title");
                 }
-                if og_property(attrs, "og:type").is_some_and(|t| t.eq_ignore_ascii_case("article"))
-                {
-                    self.page.og_article = true;
+                match og_property(attrs, "og:type") {
+                    Some(t) if t.eq_ignore_ascii_case("article") => self.page.og_article = true,
+                    Some(t) if t.to_ascii_lowercase().contains("product") => {
+                        self.page.product = true;
+                    }
+                    _ => {}
                 }
             }
             if name_hash == BR || name_hash == HR {
@@ -416,6 +422,29 @@ struct Marks {
 }
 
 /// Calls `f(name, value)` for each attribute.
+/// Whether a `<script>`'s attributes say it holds JSON-LD.
+fn is_json_ld(attrs: &str) -> bool {
+    let mut json_ld = false;
+    for_attrs(attrs, |name, value| {
+        json_ld |=
+            name.eq_ignore_ascii_case("type") && value.eq_ignore_ascii_case("application/ld+json");
+    });
+    json_ld
+}
+
+/// Whether JSON-LD text declares a `"@type"` of `"Product"` (alone or first in a list).
+fn declares_product(json: &str) -> bool {
+    json.match_indices("\"@type\"").any(|(i, key)| {
+        let rest = json[i + key.len()..].trim_start();
+        let Some(rest) = rest.strip_prefix(':') else {
+            return false;
+        };
+        let rest = rest.trim_start();
+        let rest = rest.strip_prefix('[').map_or(rest, str::trim_start);
+        rest.starts_with("\"Product\"")
+    })
+}
+
 fn for_attrs<'a>(attrs: &'a str, mut f: impl FnMut(&'a str, &'a str)) {
     let b = attrs.as_bytes();
     let mut i = 0;
@@ -651,6 +680,9 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
             // Raw text runs to the end tag; without one, browsers swallow the rest of
             // the page, we close the element here instead.
             let end = find_end_tag(bytes, at, &lower);
+            if lower == b"script" && !b.page.product && is_json_ld(attrs) {
+                b.page.product = declares_product(&src[at..end.unwrap_or(src.len())]);
+            }
             if lower == b"title" && b.page.title.is_none() {
                 let raw = &src[at..end.unwrap_or(at)];
                 let title = htmlize::unescape(raw);

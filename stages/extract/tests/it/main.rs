@@ -1021,3 +1021,53 @@ fn an_article_inside_a_meta_class_stays() {
         got.text
     );
 }
+
+/// On a page that declares itself a product (JSON-LD `"@type": "Product"`, or an
+/// `og:type` naming a product), comment-marked elements are its reviews: `precision`
+/// treats them as `balanced` does, and keeps them beside a short description.
+#[test]
+fn a_products_reviews_stay_in_precision() {
+    let review =
+        |who: &str, text: &str| format!("<li class=\"comment\"><b>{who}</b><p>{text}</p></li>");
+    let page = |head: &str| {
+        format!(
+            "<html><head>{head}</head><body><main><h1>Walnut desk</h1>\
+             <div class=\"product-description\"><p>A standing desk in solid walnut, 140 by \
+             70 centimetres, with a quiet motor and three memory positions.</p></div>\
+             <ol class=\"comment-list\">{}{}{}</ol></main></body></html>",
+            review(
+                "Ann",
+                "The motor is quiet enough to use during calls, and the top is beautifully finished."
+            ),
+            review(
+                "Bo",
+                "Took an hour to assemble; the instructions were clear and every screw was there."
+            ),
+            review(
+                "Cy",
+                "Third month of use and the memory positions still stop exactly where I set them."
+            )
+        )
+    };
+    let config: Config = toml::from_str("favor = \"precision\"").expect("config");
+    let run = |html: String| {
+        extract::Extract::new(&config)
+            .page_of(html.as_bytes(), None, "https://shop.example/desk")
+            .expect("page")
+            .text
+    };
+    let json_ld = "<script type=\"application/ld+json\">{\"@context\": \"https://schema.org\", \
+                   \"@type\" : [\"Product\"], \"name\": \"Walnut desk\"}</script>";
+    for head in [json_ld, "<meta property=\"og:type\" content=\"product\">"] {
+        let text = run(page(head));
+        assert!(
+            text.contains("memory positions still stop"),
+            "{head}: {text}"
+        );
+    }
+    // Without the declaration the same page is a short post with comments: precision
+    // takes the comments.
+    let text = run(page(""));
+    assert!(text.contains("solid walnut"), "{text}");
+    assert!(!text.contains("memory positions still stop"), "{text}");
+}
