@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::{mill, ok, root, secrets};
+use crate::{mill, ok, report_html, root, secrets};
 
 /// A pipeline of one chain step, `pii`, over `input` into `output`.
 fn pii_pipeline(dir: &Path, input: &str, output: &str) -> String {
@@ -26,18 +26,6 @@ fn texts(storage: &pipeline::Storage, shard: &pipeline::Location) -> Vec<String>
         .flat_map(|b| b.expect("batch").docs)
         .map(|d| d.text)
         .collect()
-}
-
-/// `mill report` of the run at `run`, written in `dir` and read back.
-fn report_html(dir: &Path, run: &str) -> String {
-    let report = dir.join("report.html");
-    ok(
-        mill(&["report", run, "-o", &report.to_string_lossy()])
-            .output()
-            .expect("report"),
-        "report",
-    );
-    std::fs::read_to_string(&report).expect("report")
 }
 
 /// The replacement counts a run's `clean` step recorded, from `mill status --json`.

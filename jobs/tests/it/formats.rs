@@ -2,7 +2,7 @@
 //! documents, and the files beside them that are not inputs (a WAT file, a README) are
 //! counted as `not_an_input` in the run's summary, in `mill status` and in the report.
 
-use super::{mill, model_present, ok, root};
+use super::{mill, model_present, ok, report_html, root};
 
 #[test]
 fn a_wet_crawl_runs_and_files_that_are_not_inputs_are_counted() {
@@ -64,19 +64,7 @@ fn a_wet_crawl_runs_and_files_that_are_not_inputs_are_counted() {
     );
     assert!(text.contains("not_an_input: 2 files"), "{text}");
 
-    let report = dir.path().join("report.html");
-    ok(
-        mill(&[
-            "report",
-            &run.to_string_lossy(),
-            "-o",
-            &report.to_string_lossy(),
-        ])
-        .output()
-        .expect("report"),
-        "report",
-    );
-    let html = std::fs::read_to_string(&report).expect("report");
+    let html = report_html(dir.path(), &run.to_string_lossy());
     assert!(
         html.contains("2 files of its input are not inputs of the step (not_an_input)"),
         "report"

@@ -119,6 +119,18 @@ fn summary_inputs(stdout: &str) -> BTreeMap<String, (u64, u64)> {
     rows
 }
 
+/// `mill report` of the run at `run`, written in `dir` and read back.
+fn report_html(dir: &Path, run: &str) -> String {
+    let report = dir.join("report.html");
+    ok(
+        mill(&["report", run, "-o", &report.to_string_lossy()])
+            .output()
+            .expect("report"),
+        "report",
+    );
+    std::fs::read_to_string(&report).expect("report")
+}
+
 fn ok(out: Output, what: &str) -> String {
     assert!(
         out.status.success(),
@@ -334,19 +346,8 @@ fn fixture_pipeline_end_to_end_then_status_and_report() {
     assert_eq!(v["stalled"].as_array().map(Vec::len), Some(0));
     std::fs::remove_file(run.join("text/_started/ghost.json")).expect("rm");
 
+    let html = report_html(dir.path(), &run.to_string_lossy());
     let report = dir.path().join("report.html");
-    ok(
-        mill(&[
-            "report",
-            &run.to_string_lossy(),
-            "-o",
-            &report.to_string_lossy(),
-        ])
-        .output()
-        .expect("report"),
-        "report",
-    );
-    let html = std::fs::read_to_string(&report).expect("report");
     assert!(!html.contains("<script"), "self-contained, no script");
     // Nothing is fetched: the only address is the SVG namespace.
     let rest = html.replace("http://www.w3.org/2000/svg", "");

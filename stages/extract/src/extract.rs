@@ -458,27 +458,6 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
         Favor::Balanced => comments_beside_article(page, weights, false),
         Favor::Recall => false,
     };
-    // Precision: a comments-marked element goes whatever its size, unless it holds a
-    // content-marked element with an article's prose (the article inside a
-    // `comment`-named wrapper; not a comment's own `comment-content`).
-    let mut holds_content = vec![false; n];
-    if opts.favor != Favor::Recall {
-        for id in (0..n).rev() {
-            let node = &page.nodes[id];
-            holds_content[id] |= node.flags & CONTENT != 0
-                && node.group != Group::Comments
-                && weights.prose[id] >= DECLARED_ARTICLE_PROSE;
-            if let Some(p) = parent(node.parent) {
-                holds_content[p] |= holds_content[id];
-            }
-        }
-    }
-    let any_size = |id: usize| {
-        opts.favor != Favor::Recall
-            && comments_beside_article
-            && page.nodes[id].group == Group::Comments
-            && !holds_content[id]
-    };
     let component_parts = component_parts(page);
     // Content-marked elements with an article's prose, counted below and above each
     // element: a sidebar with such an element neither inside nor around it is beside
@@ -500,9 +479,9 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
     }
     let articles = (0..n).filter(|&id| article(id)).count() as u32;
     let beside_article = |id: usize| articles > articles_below[id] + articles_above[id];
-    // A class-marked element around an article (a content-marked element with an
-    // article's prose and no class of a boilerplate group: `entry-meta` around
-    // `entry-body`) is not removed for its class.
+    // Whether an element holds an article: a content-marked element with an article's
+    // prose and no class of a boilerplate group below it. A metadata-class element
+    // around one (`entry-meta` around `entry-body`) is not removed for its class.
     let mut holds_article = vec![false; n];
     for id in (0..n).rev() {
         let node = &page.nodes[id];
@@ -510,6 +489,12 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             holds_article[p] |= holds_article[id] || node.group == Group::None && article(id);
         }
     }
+    // A comments-marked element beside an article goes whatever its size (and, in
+    // `precision`, in every pass), unless it holds an article itself (the article
+    // inside a `comment`-named wrapper; not a comment's own `comment-content`).
+    let any_size = |id: usize| {
+        comments_beside_article && page.nodes[id].group == Group::Comments && !holds_article[id]
+    };
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];

@@ -198,18 +198,7 @@ impl Classifier {
         }
         let shipped = config.model == shipped::NAME;
         let model = if shipped {
-            let model = shipped::load(storage)?;
-            if let Some(want) = config.model_sha256.as_deref()
-                && want != model.sha256
-            {
-                return Err(bad(format!(
-                    "model_sha256 {want} is not the shipped model's ({}): this build ships \
-                     {}",
-                    model.sha256,
-                    shipped::FILE
-                )));
-            }
-            model
+            shipped::load(storage, config.model_sha256.as_deref())?
         } else {
             Model::load(
                 storage,

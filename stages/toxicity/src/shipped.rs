@@ -39,9 +39,11 @@ pub fn config() -> ClassifierConfig {
     }
 }
 
-/// Loads the shipped model through a temporary file (fastText reads only files).
+/// Loads the shipped model through a temporary file (fastText reads only files),
+/// checking it against `sha256` when a config names one.
 pub(crate) fn load(
     storage: &pipeline::Storage,
+    sha256: Option<&str>,
 ) -> pipeline::Result<pipeline::fasttext_model::Model> {
     use std::io::Write;
     let error = |e: std::io::Error| pipeline::Error::Config {
@@ -59,5 +61,6 @@ pub(crate) fn load(
         .to_str()
         .ok_or_else(|| pipeline::Error::Usage("the temporary folder's path is not UTF-8".into()))?
         .to_string();
-    pipeline::fasttext_model::Model::load(storage, &path, Some(&sha256()), "")
+    let hint = format!("`default` is the shipped {FILE}");
+    pipeline::fasttext_model::Model::load(storage, &path, sha256, &hint)
 }
