@@ -74,6 +74,7 @@ const WORDS: &[(&str, Group)] = &[
     ("related*", Group::Related),
     ("recommend*", Group::Related),
     ("popular", Group::Related),
+    ("recent", Group::Related),
     ("trending", Group::Related),
     ("more-stories", Group::Related),
     ("outbrain*", Group::Related),
@@ -101,6 +102,8 @@ const WORDS: &[(&str, Group)] = &[
     ("meta", Group::Meta),
     ("metadata", Group::Meta),
     ("postmeta", Group::Meta),
+    ("postmetadata", Group::Meta),
+    ("credit*", Group::Meta),
     ("tags", Group::Meta),
     ("tagcloud", Group::Meta),
     ("taglist", Group::Meta),
@@ -301,6 +304,12 @@ mod tests {
     #[test]
     fn groups_and_flags() {
         assert_eq!(classify("site-footer", true).1, Group::Footer);
+        // A 2012 WordPress theme's post footer, a "recent posts" widget, a photo credit.
+        assert_eq!(classify("postmetadata alt", true).1, Group::Meta);
+        assert_eq!(classify("widget_recent_entries", true).1, Group::Widgets);
+        assert_eq!(classify("recent-posts", true).1, Group::Related);
+        assert_eq!(classify("photo-credit", true).1, Group::Meta);
+        assert_eq!(classify("credits", true).1, Group::Meta);
         assert_eq!(classify("mw-hide-empty-elt", true), (0, Group::None));
         assert_eq!(classify("navy-blue", true).1, Group::None);
         assert_eq!(classify("d-none", true).0 & HIDDEN, HIDDEN);

@@ -33,7 +33,8 @@
 //! 3. Root (weighed by text outside links plus a quarter of link text, so that a
 //!    listing of linked items has weight where its items are): the largest
 //!    content-marked element (`article`, `main`, `itemprop=articleBody`,
-//!    content classes) holding at least `container_share` of the text, or its parent
+//!    content classes) holding at least `container_share` of the text or
+//!    `container_prose_share` of the prose (less with `favor = "precision"`), or its parent
 //!    when it is one of a run of such siblings (posts), or else a content-marked block
 //!    inside it holding `DESCEND_SHARE` of it with no other content-marked block of
 //!    some size beside it (an `entry-content` inside an `<article>` that also holds a
@@ -97,10 +98,19 @@ pub struct Options {
     /// terms): it is rendered again with its link lines, as trafilatura keeps them
     /// (when those lines hold at least 200 non-space bytes).
     pub link_index_ratio: f64,
+    /// A content container is also chosen when it holds at least this share of the
+    /// body's prose (a short post beside a sidebar of linked teasers and hidden
+    /// panels).
+    pub container_prose_share: f64,
     /// The extraction root goes down into a child holding at least this share of its
     /// clean text.
     pub dominant_share: f64,
 }
+
+/// With `favor = "precision"`, the container shares are at most these: a content-marked
+/// element is trusted as the article with less of the page around it.
+const PRECISION_CONTAINER_SHARE: f64 = 0.2;
+const PRECISION_CONTAINER_PROSE_SHARE: f64 = 0.3;
 
 impl Default for Options {
     fn default() -> Self {
@@ -109,6 +119,7 @@ impl Default for Options {
             wrapper_share: 0.5,
             semantic_share: 0.85,
             container_share: 0.4,
+            container_prose_share: 0.5,
             max_link_density: 0.5,
             link_index_ratio: 4.0,
             dominant_share: 0.9,
@@ -584,9 +595,23 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> String {
     let best = (0..n)
         .filter(|&i| content(i))
         .max_by_key(|&i| (weight[i], std::cmp::Reverse(i)));
+    let (container_share, prose_share) = match opts.favor {
+        Favor::Precision => (
+            opts.container_share.min(PRECISION_CONTAINER_SHARE),
+            opts.container_prose_share
+                .min(PRECISION_CONTAINER_PROSE_SHARE),
+        ),
+        _ => (opts.container_share, opts.container_prose_share),
+    };
+    let container = |best: usize| {
+        weight[best] as f64 >= container_share * root_weight.max(1) as f64 || {
+            let prose = prose(page, &removed);
+            prose[best] as f64 >= prose_share * root_total(page, &prose).max(1) as f64
+        }
+    };
     if level == Level::All
         && let Some(mut best) = best
-        && weight[best] as f64 >= opts.container_share * root_weight.max(1) as f64
+        && container(best)
     {
         // One of a run of content blocks (the posts of a thread, the sections of a
         // long article): their parent holds them all.

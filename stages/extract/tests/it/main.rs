@@ -986,6 +986,111 @@ fn a_large_sidebar_beside_an_article_goes() {
     }
 }
 
+/// A short post beside a heavier column that no class names (a 2012 blog theme: a
+/// column of book blurbs and retailer labels beside a three-paragraph post). The post
+/// holds little of the page's text but most of its prose: it is the root in every
+/// `favor`, and the column goes. When the column has prose of its own (blurbs of
+/// 40 bytes and more), `balanced` keeps the page whole and `precision` still takes
+/// the post.
+#[test]
+fn a_short_post_beside_a_heavier_column_is_the_root() {
+    let label = |n: u32| format!("<div>Find book {n} at a shop near you</div>");
+    let blurb = |n: u32| {
+        format!(
+            "<div>Blurb {n}: a book about the small things that make a neighbourhood shop              worth the walk, now in paperback.</div>"
+        )
+    };
+    let page = |blurbs: u32| {
+        format!(
+            "<html><body><div id=\"alpha\"><h2>Books</h2>{}{}</div>\
+             <div id=\"beta\"><h3>Gift cards that expire</h3><div class=\"entry-body\">\
+             <p>It is easier to love a shop when the shop loves you back, and that is worth \
+             remembering the next time a customer annoys you.</p>\
+             <p>Or when you are writing a rule that punishes a few people and annoys all of \
+             the others, every single day they come in.</p>\
+             <p>So tell me again why the gift cards you sell have an expiry date on them.</p>\
+             </div></div></body></html>",
+            (1..=30).map(label).collect::<String>(),
+            (1..=blurbs).map(blurb).collect::<String>()
+        )
+    };
+    let run = |favor: &str, html: &str| {
+        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
+        extract::Extract::new(&config)
+            .page_of(
+                html.as_bytes(),
+                None,
+                "https://shopkeeper.example/2012/11/gift-cards",
+            )
+            .expect("page")
+            .text
+    };
+    let labels_only = page(0);
+    for favor in ["balanced", "precision", "recall"] {
+        let text = run(favor, &labels_only);
+        assert!(
+            text.contains("why the gift cards you sell"),
+            "{favor}: {text}"
+        );
+        assert!(!text.contains("Find book 7"), "{favor}: {text}");
+    }
+    let with_blurbs = page(4);
+    let balanced = run("balanced", &with_blurbs);
+    assert!(
+        balanced.contains("why the gift cards you sell"),
+        "{balanced}"
+    );
+    assert!(balanced.contains("Blurb 2"), "{balanced}");
+    let precision = run("precision", &with_blurbs);
+    assert!(
+        precision.contains("why the gift cards you sell"),
+        "{precision}"
+    );
+    assert!(!precision.contains("Blurb 2"), "{precision}");
+    assert!(!precision.contains("Find book 7"), "{precision}");
+}
+
+/// The lines a 2012 blog theme puts under a post and beside it: the post's
+/// `postmetadata` ("This entry was posted on … and is filed under …"), a "recent
+/// posts" list of teasers, and a photo's credit line. Each goes; the post stays.
+#[test]
+fn post_metadata_recent_posts_and_credits_go() {
+    let page = "<html><body><div id=\"content\"><div class=\"post\">\
+        <h2>Rain gauges compared</h2><div class=\"entry\">\
+        <p>We left four rain gauges on the same fence post for a month and read them every \
+        morning before work, in all weathers.</p>\
+        <p>The cheapest funnel gauge read within two millimetres of the council's station \
+        over the whole month, which surprised us all.</p>\
+        <p><img src=\"g.jpg\"><span class=\"photo-credit\">Photograph by the garden club \
+        secretary, used with her kind permission</span></p>\
+        <p>The digital one lost its signal twice, once in a thunderstorm.</p></div>\
+        <p class=\"postmetadata alt\"><small>This entry was posted on Saturday, August \
+        25th, 2012 at 12:23 am and is filed under Weather. You can follow any responses \
+        to this entry through the RSS 2.0 feed.</small></p></div>\
+        <div class=\"recent-posts\"><h3>Recent posts</h3>\
+        <p>Our first frost of the year came early, and what it did to the dahlias</p>\
+        <p>Measuring soil temperature with a meat thermometer, and why it works</p>\
+        </div></div></body></html>";
+    let got = extract::Extract::new(&Config::default())
+        .page_of(
+            page.as_bytes(),
+            None,
+            "https://weather-garden.example/2012/08/gauges",
+        )
+        .expect("page");
+    for kept in ["within two millimetres", "lost its signal twice"] {
+        assert!(got.text.contains(kept), "{kept}: {}", got.text);
+    }
+    for gone in [
+        "This entry was posted",
+        "Photograph by",
+        "first frost",
+        "meat thermometer",
+    ] {
+        assert!(!got.text.contains(gone), "{gone}: {}", got.text);
+    }
+}
+
 /// An article inside an element whose class names metadata (a 2012 blog theme's
 /// `entry-meta` around the post's `entry-body`) is not removed with the metadata: a
 /// class of that group never wraps 300 bytes of a content-marked element's prose.
