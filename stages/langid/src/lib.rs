@@ -95,11 +95,6 @@ pub struct Prediction {
     pub score: f32,
 }
 
-/// FineWeb's text preparation: newlines become spaces. A trailing newline marks the end
-/// of the line as fastText's own Python binding does, so scores match it exactly; NUL
-/// bytes, which C strings cannot hold, become spaces too.
-use pipeline::fasttext_model::prepare;
-
 impl LangId {
     /// Loads the model and validates the rule.
     pub fn new(storage: &Storage, config: &Config) -> pipeline::Result<Self> {
@@ -149,24 +144,24 @@ impl LangId {
         &self.model.sha256
     }
 
-    /// The `k` best labels of `text` with probability at least `threshold`.
+    /// The `k` best labels of `text` with probability at least `threshold` (FineWeb's
+    /// preparation: newlines are spaces).
     pub fn predict(&self, text: &str, k: i32, threshold: f32) -> Vec<Prediction> {
-        match self.model.fasttext.predict(&prepare(text), k, threshold) {
-            Ok(preds) => preds
-                .into_iter()
-                .map(|p| {
-                    let mut label = p.label;
-                    if label.starts_with(LABEL_PREFIX) {
-                        label.drain(..LABEL_PREFIX.len());
-                    }
-                    Prediction {
-                        label,
-                        score: p.prob,
-                    }
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        let predictor = &self.model.predictor;
+        predictor
+            .predict_text(text, k, threshold)
+            .into_iter()
+            .map(|(i, score)| {
+                let label = &predictor.labels()[i];
+                Prediction {
+                    label: label
+                        .strip_prefix(LABEL_PREFIX)
+                        .unwrap_or(label)
+                        .to_string(),
+                    score,
+                }
+            })
+            .collect()
     }
 
     fn threshold(&self, lang: &str) -> f64 {
@@ -230,6 +225,7 @@ pub fn step(storage: &Storage, config: &Config) -> pipeline::Result<Step> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pipeline::fasttext_model::prepare;
 
     #[test]
     fn prepares_text_like_fineweb() {

@@ -208,10 +208,7 @@ impl Classifier {
                  or `default` for the shipped one",
             )?
         };
-        let (known, _) = model
-            .fasttext
-            .get_labels()
-            .map_err(|e| bad(format!("reading the model's labels: {e}")))?;
+        let known = model.predictor.labels();
         let labels: Vec<String> = config.labels.iter().map(|l| full_label(l)).collect();
         for l in &labels {
             if !known.contains(l) {
@@ -240,18 +237,13 @@ impl Classifier {
 
     /// The highest probability of a positive label for `text`.
     pub fn score(&self, text: &str) -> f64 {
-        match self
-            .model
-            .fasttext
-            .predict(&self.normalize.line(text), -1, 0.0)
-        {
-            Ok(preds) => preds
-                .iter()
-                .filter(|p| self.labels.contains(&p.label))
-                .map(|p| f64::from(p.prob))
-                .fold(0.0, f64::max),
-            Err(_) => 0.0,
-        }
+        let predictor = &self.model.predictor;
+        predictor
+            .predict_line(&self.normalize.line(text), -1, 0.0)
+            .iter()
+            .filter(|(i, _)| self.labels.contains(&predictor.labels()[*i]))
+            .map(|(_, p)| f64::from(*p))
+            .fold(0.0, f64::max)
     }
 }
 

@@ -291,3 +291,77 @@ fn missing_and_corrupt_models_are_clear_errors() {
         LangId::new(&Storage::new(), &right_hash).expect("the cached model has the published hash");
     }
 }
+
+/// tokenmill's own fastText predictor against fastText's C++ (the `fasttext` crate, the
+/// code the Python binding wraps), on lid.176: every label's probability equal to the
+/// last bit, for the agreement lines and for lines that probe the tokenizer (tabs,
+/// carriage returns, form feeds, NULs, newlines inside, a label-shaped word, only
+/// spaces, empty), with FineWeb's preparation and as raw lines.
+#[test]
+fn the_predictor_equals_fasttexts_own_code() {
+    let Some(model) = model() else { return };
+    let mut reference = fasttext::FastText::new();
+    reference
+        .load_model(&model)
+        .expect("fastText loads lid.176");
+    let bytes = std::fs::read(&model).expect("model bytes");
+    let ours = pipeline::fasttext_model::Predictor::from_bytes(&bytes).expect("our predictor");
+    let mut lines = agreement_lines();
+    lines.extend(
+        [
+            "",
+            "   ",
+            "\n",
+            "word",
+            "tab\tseparated\twords\rand\u{b}vertical\u{c}feeds",
+            "a NUL\0inside the line",
+            "first line\nsecond line\n\nfourth",
+            "__label__en is a label-shaped word __label__xx",
+            "</s> the end-of-sentence word typed out",
+            "Ünïcödé wörds, 日本語の文, and emoji 🙂🙂 mixed",
+            "ǅ ǈ ǋ ǲ: title-case digraphs",
+        ]
+        .map(String::from),
+    );
+    let labels = ours.labels();
+    let mut compared = 0;
+    for line in &lines {
+        for (input, prepared) in [
+            (pipeline::fasttext_model::prepare(line), true),
+            (line.clone(), false),
+        ] {
+            for (k, threshold) in [(1, 0.0), (3, 0.0), (-1, 0.0), (-1, 0.05)] {
+                // A C string ends at its NUL: the crate refuses one, fastText's C++
+                // reads up to it, as our raw line does.
+                let c_string = input.split('\0').next().unwrap_or("");
+                let theirs: Vec<(String, u32)> = reference
+                    .predict(c_string, k, threshold)
+                    .expect("fastText predicts")
+                    .into_iter()
+                    .map(|p| (p.label, p.prob.to_bits()))
+                    .collect();
+                let mine = if prepared {
+                    ours.predict_text(line, k, threshold)
+                } else {
+                    ours.predict_line(&input, k, threshold)
+                };
+                let mine: Vec<(String, u32)> = mine
+                    .into_iter()
+                    .map(|(i, p)| (labels[i].clone(), p.to_bits()))
+                    .collect();
+                // Labels of equal probability may come in either order.
+                let sorted = |mut v: Vec<(String, u32)>| {
+                    v.sort();
+                    v
+                };
+                assert_eq!(
+                    sorted(mine),
+                    sorted(theirs),
+                    "{line:?} (prepared {prepared}, k {k}, threshold {threshold})"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 1000, "{compared} predictions compared");
+}

@@ -483,3 +483,58 @@ fn quantised_training_writes_a_small_model() {
     };
     Classifier::new(&Storage::new(), &c).expect("loads");
 }
+
+/// tokenmill's own fastText predictor against fastText's C++ (the `fasttext` crate) on
+/// both classifiers the tests use: the shipped model (quantized, norms apart, softmax)
+/// and one trained on the fixtures (unquantized). Every label's probability is equal to
+/// the last bit on every fixture text, in both normalized forms.
+#[test]
+fn the_predictor_equals_fasttexts_own_code() {
+    let shipped = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(shipped.path(), toxicity::shipped::BYTES).expect("write");
+    let mut texts: Vec<String> = Vec::new();
+    for path in [fixture("docs.jsonl")].into_iter().chain(
+        std::fs::read_dir(fixture("labelled"))
+            .expect("labelled fixtures")
+            .map(|e| e.expect("entry").path()),
+    ) {
+        let body = std::fs::read_to_string(&path).expect("fixture");
+        for line in body.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+            texts.push(v["text"].as_str().expect("text").to_string());
+        }
+    }
+    assert!(texts.len() >= 40, "{} texts", texts.len());
+    let mut compared = 0;
+    for model in [shipped.path().display().to_string(), model_path()] {
+        let mut reference = fasttext::FastText::new();
+        reference
+            .load_model(&model)
+            .expect("fastText loads the model");
+        let bytes = std::fs::read(&model).expect("model bytes");
+        let ours = pipeline::fasttext_model::Predictor::from_bytes(&bytes).expect("predictor");
+        for text in &texts {
+            for form in [toxicity::Normalize::Words, toxicity::Normalize::Raw] {
+                let line = form.line(text);
+                for k in [1, -1] {
+                    let mut theirs: Vec<(String, u32)> = reference
+                        .predict(&line, k, 0.0)
+                        .expect("fastText predicts")
+                        .into_iter()
+                        .map(|p| (p.label, p.prob.to_bits()))
+                        .collect();
+                    let mut mine: Vec<(String, u32)> = ours
+                        .predict_line(&line, k, 0.0)
+                        .into_iter()
+                        .map(|(i, p)| (ours.labels()[i].clone(), p.to_bits()))
+                        .collect();
+                    theirs.sort();
+                    mine.sort();
+                    assert_eq!(mine, theirs, "{model}: {line:?}, k {k}");
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared >= 160, "{compared} predictions compared");
+}

@@ -1,0 +1,914 @@
+//! fastText's supervised prediction, in Rust: the same numbers as fastText 0.9's
+//! `predict` (every float operation in its order and precision, so scores are equal to
+//! the last bit), without its per-word string building, its `unordered_map` of pruned
+//! n-gram ids and its product-quantizer decoding per row, which made it the largest part
+//! of the text step's CPU time.
+//!
+//! What it does, as fastText does it:
+//! - The line is split into words at ASCII whitespace and NUL; a newline ends it with the
+//!   end-of-sentence word `</s>`.
+//! - A word in the vocabulary brings its row and the rows of its character n-grams
+//!   (precomputed at load); another word brings its n-grams, hashed (FNV-1a over signed
+//!   bytes) into the model's buckets, through the pruning index of a quantized model.
+//!   Word n-grams (`wordNgrams` > 1) follow, hashed from the words' hashes.
+//! - The hidden vector is the mean of those rows; the output layer (hierarchical
+//!   softmax, softmax, or one-vs-all sigmoids) gives the labels' log-probabilities.
+//!
+//! Quantized input rows are decoded once at load (each value is the product fastText
+//! computes per lookup, so sums are unchanged).
+
+/// fastText's file magic and the newest format version it writes.
+const MAGIC: i32 = 793_712_314;
+const VERSION: i32 = 12;
+/// The end-of-sentence word.
+const EOS: &[u8] = b"</s>";
+/// The default label prefix (fastText does not store it in the model).
+const LABEL_PREFIX: &[u8] = b"__label__";
+/// Product quantizer: 8-bit codes.
+const KSUB: usize = 256;
+/// The sigmoid table of fastText's losses.
+const SIGMOID_TABLE_SIZE: i64 = 512;
+const MAX_SIGMOID: i64 = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LossKind {
+    HierarchicalSoftmax,
+    NegativeSampling,
+    Softmax,
+    OneVsAll,
+}
+
+/// A supervised fastText model, ready to predict.
+pub struct Predictor {
+    dim: usize,
+    word_ngrams: i32,
+    bucket: u32,
+    minn: usize,
+    maxn: usize,
+    nwords: i32,
+    /// Labels as the model writes them (`__label__en`).
+    labels: Vec<String>,
+    vocab: Vocab,
+    /// Rows of each in-vocabulary word (`[word id, n-gram rows…]`), by word id.
+    word_rows: Vec<(u32, u32)>,
+    rows: Vec<u32>,
+    prune: Prune,
+    /// Input rows, decoded: `rows × dim`.
+    input: Vec<f32>,
+    /// Output rows (decoded centroids for a quantized output) and the factor fastText
+    /// multiplies each dot product by (a quantized output's norms).
+    output: Vec<f32>,
+    output_scale: Option<Vec<f32>>,
+    loss: LossKind,
+    /// Hierarchical softmax tree: children of each inner node (`-1` for a leaf).
+    tree: Vec<(i32, i32)>,
+    sigmoid: Vec<f32>,
+}
+
+impl std::fmt::Debug for Predictor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Predictor")
+            .field("dim", &self.dim)
+            .field("labels", &self.labels.len())
+            .field("loss", &self.loss)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How n-gram buckets map to rows.
+enum Prune {
+    /// Every bucket has its row (`nwords + bucket`).
+    All,
+    /// No n-gram has a row (a quantized model pruned to words only).
+    Nothing,
+    /// The buckets kept by quantization, each with its row.
+    Map(IdMap),
+}
+
+/// Open addressing from a bucket to its row.
+struct IdMap {
+    keys: Vec<i32>,
+    values: Vec<i32>,
+    mask: usize,
+}
+
+impl IdMap {
+    fn new(pairs: &[(i32, i32)]) -> IdMap {
+        let cap = (pairs.len() * 2).next_power_of_two().max(16);
+        let mut map = IdMap {
+            keys: vec![-1; cap],
+            values: vec![0; cap],
+            mask: cap - 1,
+        };
+        for &(k, v) in pairs {
+            let mut at = Self::slot(k, map.mask);
+            while map.keys[at] != -1 && map.keys[at] != k {
+                at = (at + 1) & map.mask;
+            }
+            map.keys[at] = k;
+            map.values[at] = v;
+        }
+        map
+    }
+
+    /// Fibonacci hashing: the high bits of the product pick the slot.
+    fn slot(k: i32, mask: usize) -> usize {
+        let h = u64::from((k as u32).wrapping_mul(0x9E37_79B1));
+        ((h * (mask as u64 + 1)) >> 32) as usize
+    }
+
+    fn get(&self, k: i32) -> Option<i32> {
+        let mut at = Self::slot(k, self.mask);
+        loop {
+            match self.keys[at] {
+                -1 => return None,
+                key if key == k => return Some(self.values[at]),
+                _ => at = (at + 1) & self.mask,
+            }
+        }
+    }
+}
+
+/// The dictionary's words and labels, found by fastText's hash of their bytes.
+struct Vocab {
+    slots: Vec<u32>,
+    mask: usize,
+    hashes: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+    bytes: Vec<u8>,
+    /// Entry type: 0 word, 1 label.
+    kinds: Vec<u8>,
+}
+
+impl Vocab {
+    fn find(&self, word: &[u8], h: u32) -> Option<usize> {
+        let mut at = h as usize & self.mask;
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return None;
+            }
+            let id = slot as usize - 1;
+            let (s, e) = self.spans[id];
+            if self.hashes[id] == h && &self.bytes[s as usize..e as usize] == word {
+                return Some(id);
+            }
+            at = (at + 1) & self.mask;
+        }
+    }
+}
+
+/// fastText's word hash: FNV-1a over the bytes taken as signed chars.
+fn hash(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(2_166_136_261u32, |h, &b| step(h, b))
+}
+
+fn step(h: u32, b: u8) -> u32 {
+    (h ^ (b as i8 as i32 as u32)).wrapping_mul(16_777_619)
+}
+
+/// fastText's `std_log`.
+fn std_log(x: f32) -> f32 {
+    (f64::from(x) + 1e-5).ln() as f32
+}
+
+/// Little-endian reader over a model file.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(format!(
+                "the file ends at byte {} inside a {n}-byte field at byte {}",
+                self.bytes.len(),
+                self.at
+            ));
+        };
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn i32(&mut self) -> Result<i32, String> {
+        Ok(i32::from_le_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64, String> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn f32s(&mut self, n: usize) -> Result<Vec<f32>, String> {
+        let bytes = self.take(n.checked_mul(4).ok_or("matrix size overflows")?)?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+    fn count(&mut self, what: &str) -> Result<usize, String> {
+        let n = self.i64()?;
+        usize::try_from(n).map_err(|_| format!("{what} {n} is negative"))
+    }
+}
+
+/// A product quantizer as fastText stores it.
+struct Quantizer {
+    nsubq: usize,
+    dsub: usize,
+    lastdsub: usize,
+    centroids: Vec<f32>,
+}
+
+impl Quantizer {
+    fn load(r: &mut Reader<'_>) -> Result<Quantizer, String> {
+        let dim = r.i32()?;
+        let nsubq = r.i32()?;
+        let dsub = r.i32()?;
+        let lastdsub = r.i32()?;
+        if dim <= 0 || nsubq <= 0 || dsub <= 0 || lastdsub <= 0 {
+            return Err(format!(
+                "bad product quantizer: dim {dim}, {nsubq} sub-quantizers of {dsub} (last {lastdsub})"
+            ));
+        }
+        let centroids = r.f32s(dim as usize * KSUB)?;
+        Ok(Quantizer {
+            nsubq: nsubq as usize,
+            dsub: dsub as usize,
+            lastdsub: lastdsub as usize,
+            centroids,
+        })
+    }
+
+    /// fastText's `get_centroids(m, code)`.
+    fn centroid(&self, m: usize, code: u8) -> &[f32] {
+        let (start, len) = if m == self.nsubq - 1 {
+            (
+                m * KSUB * self.dsub + code as usize * self.lastdsub,
+                self.lastdsub,
+            )
+        } else {
+            ((m * KSUB + code as usize) * self.dsub, self.dsub)
+        };
+        self.centroids.get(start..start + len).unwrap_or(&[])
+    }
+
+    /// The decoded row `t` (each value times `alpha`, as fastText's `addcode`).
+    fn decode(&self, codes: &[u8], t: usize, alpha: f32, out: &mut [f32]) {
+        let code = &codes[self.nsubq * t..self.nsubq * (t + 1)];
+        for (m, &c) in code.iter().enumerate() {
+            for (n, v) in self.centroid(m, c).iter().enumerate() {
+                if let Some(o) = out.get_mut(m * self.dsub + n) {
+                    *o = alpha * v;
+                }
+            }
+        }
+    }
+}
+
+/// A matrix as fastText stores it: rows decoded, and per-row norms when quantized with
+/// `qnorm` (kept apart so dot products multiply by them last, as fastText does).
+struct Matrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<f32>,
+    norms: Option<Vec<f32>>,
+}
+
+impl Matrix {
+    fn dense(r: &mut Reader<'_>) -> Result<Matrix, String> {
+        let rows = r.count("matrix rows")?;
+        let cols = r.count("matrix columns")?;
+        let data = r.f32s(rows.checked_mul(cols).ok_or("matrix size overflows")?)?;
+        Ok(Matrix {
+            rows,
+            cols,
+            data,
+            norms: None,
+        })
+    }
+
+    /// A quantized matrix; `fold_norms` multiplies rows by their norms (input rows,
+    /// which fastText adds scaled), else the norms are kept apart (output rows).
+    fn quantized(r: &mut Reader<'_>, fold_norms: bool) -> Result<Matrix, String> {
+        let qnorm = r.u8()? != 0;
+        let rows = r.count("matrix rows")?;
+        let cols = r.count("matrix columns")?;
+        let codesize = r.i32()?;
+        let codes = r.take(usize::try_from(codesize).map_err(|_| "negative code size")?)?;
+        let pq = Quantizer::load(r)?;
+        if codes.len() < rows * pq.nsubq {
+            return Err(format!(
+                "{} codes for {rows} rows of {} sub-quantizers",
+                codes.len(),
+                pq.nsubq
+            ));
+        }
+        let norms = if qnorm {
+            let codes = r.take(rows)?.to_vec();
+            let npq = Quantizer::load(r)?;
+            Some(
+                codes
+                    .iter()
+                    .map(|&c| npq.centroid(0, c).first().copied().unwrap_or(0.0))
+                    .collect::<Vec<f32>>(),
+            )
+        } else {
+            None
+        };
+        let mut data = vec![0f32; rows * cols];
+        for t in 0..rows {
+            let alpha = match (&norms, fold_norms) {
+                (Some(n), true) => n[t],
+                _ => 1.0,
+            };
+            pq.decode(codes, t, alpha, &mut data[t * cols..(t + 1) * cols]);
+        }
+        Ok(Matrix {
+            rows,
+            cols,
+            data,
+            norms: if fold_norms { None } else { norms },
+        })
+    }
+}
+
+impl Predictor {
+    /// Reads a fastText model file (`.bin` or `.ftz`, format versions up to 12).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Predictor, String> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.i32()? != MAGIC {
+            return Err("bad magic number".into());
+        }
+        let version = r.i32()?;
+        if version > VERSION {
+            return Err(format!("format version {version} is newer than {VERSION}"));
+        }
+        let dim = r.i32()?;
+        let _ws = r.i32()?;
+        let _epoch = r.i32()?;
+        let _min_count = r.i32()?;
+        let _neg = r.i32()?;
+        let word_ngrams = r.i32()?;
+        let loss = match r.i32()? {
+            1 => LossKind::HierarchicalSoftmax,
+            2 => LossKind::NegativeSampling,
+            3 => LossKind::Softmax,
+            4 => LossKind::OneVsAll,
+            other => return Err(format!("unknown loss {other}")),
+        };
+        let model = r.i32()?;
+        if model != 3 {
+            return Err(format!(
+                "model type {model} is not supervised: it cannot classify"
+            ));
+        }
+        let bucket = r.i32()?;
+        let minn = r.i32()?;
+        let mut maxn = r.i32()?;
+        let _lr_update_rate = r.i32()?;
+        let _t = r.array::<8>()?;
+        if version == 11 {
+            // fastText: old supervised models do not use character n-grams.
+            maxn = 0;
+        }
+        if dim <= 0 || bucket < 0 {
+            return Err(format!("bad dimensions: dim {dim}, bucket {bucket}"));
+        }
+
+        // Dictionary.
+        let size = r.i32()?;
+        let nwords = r.i32()?;
+        let nlabels = r.i32()?;
+        let _ntokens = r.i64()?;
+        let prune_size = r.i64()?;
+        if size < 0 || nwords < 0 || nlabels <= 0 || nwords + nlabels != size {
+            return Err(format!(
+                "bad dictionary: {size} entries, {nwords} words, {nlabels} labels"
+            ));
+        }
+        let mut vbytes = Vec::new();
+        let mut spans = Vec::with_capacity(size as usize);
+        let mut hashes = Vec::with_capacity(size as usize);
+        let mut kinds = Vec::with_capacity(size as usize);
+        let mut counts = Vec::with_capacity(size as usize);
+        for _ in 0..size {
+            let rest = &r.bytes[r.at..];
+            let len = rest
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or("a dictionary word runs to the end of the file")?;
+            let start = vbytes.len() as u32;
+            vbytes.extend_from_slice(&rest[..len]);
+            hashes.push(hash(&rest[..len]));
+            r.at += len + 1;
+            spans.push((start, vbytes.len() as u32));
+            counts.push(r.i64()?);
+            kinds.push(r.u8()?);
+        }
+        let mut pairs = Vec::new();
+        for _ in 0..prune_size.max(0) {
+            pairs.push((r.i32()?, r.i32()?));
+        }
+        let cap = (size as usize * 2).next_power_of_two().max(16);
+        let mut slots = vec![0u32; cap];
+        for (id, &h) in hashes.iter().enumerate() {
+            let mut at = h as usize & (cap - 1);
+            while slots[at] != 0 {
+                at = (at + 1) & (cap - 1);
+            }
+            slots[at] = id as u32 + 1;
+        }
+        let vocab = Vocab {
+            slots,
+            mask: cap - 1,
+            hashes,
+            spans,
+            bytes: vbytes,
+            kinds,
+        };
+        let labels: Vec<String> = (nwords..size)
+            .map(|id| {
+                let (s, e) = vocab.spans[id as usize];
+                String::from_utf8_lossy(&vocab.bytes[s as usize..e as usize]).into_owned()
+            })
+            .collect();
+        let label_counts: Vec<i64> = counts[nwords as usize..].to_vec();
+        let prune = match prune_size {
+            0 => Prune::Nothing,
+            n if n < 0 => Prune::All,
+            _ => Prune::Map(IdMap::new(&pairs)),
+        };
+
+        // Matrices.
+        let quant_input = r.u8()? != 0;
+        let input = if quant_input {
+            Matrix::quantized(&mut r, true)?
+        } else {
+            if prune_size >= 0 {
+                return Err("a pruned dictionary with an unquantized input matrix".into());
+            }
+            Matrix::dense(&mut r)?
+        };
+        let qout = r.u8()? != 0;
+        let output = if quant_input && qout {
+            Matrix::quantized(&mut r, false)?
+        } else {
+            Matrix::dense(&mut r)?
+        };
+        if input.cols != dim as usize || output.cols != dim as usize {
+            return Err(format!(
+                "matrices of {} and {} columns in a model of dimension {dim}",
+                input.cols, output.cols
+            ));
+        }
+        if output.rows != nlabels as usize {
+            return Err(format!("{} output rows for {nlabels} labels", output.rows));
+        }
+
+        let mut predictor = Predictor {
+            dim: dim as usize,
+            word_ngrams,
+            bucket: bucket as u32,
+            minn: minn.max(0) as usize,
+            maxn: maxn.max(0) as usize,
+            nwords,
+            labels,
+            vocab,
+            word_rows: Vec::new(),
+            rows: Vec::new(),
+            prune,
+            input: input.data,
+            output: output.data,
+            output_scale: output.norms,
+            loss,
+            tree: Vec::new(),
+            sigmoid: Vec::new(),
+        };
+        // Rows of each in-vocabulary word, as fastText's `initNgrams`.
+        let mut rows = Vec::new();
+        let mut word_rows = Vec::with_capacity(size as usize);
+        let mut buf = Vec::new();
+        for id in 0..size as usize {
+            let start = rows.len() as u32;
+            rows.push(id as u32);
+            let (s, e) = predictor.vocab.spans[id];
+            let word = &predictor.vocab.bytes[s as usize..e as usize];
+            if word != EOS {
+                buf.clear();
+                buf.push(b'<');
+                buf.extend_from_slice(word);
+                buf.push(b'>');
+                predictor.subwords(&buf, |row| rows.push(row));
+            }
+            word_rows.push((start, rows.len() as u32));
+        }
+        let input_rows = input.rows;
+        if rows.iter().any(|&row| row as usize >= input_rows) {
+            return Err(format!(
+                "a word's n-gram row is past the input matrix's {input_rows} rows"
+            ));
+        }
+        if let Prune::Map(map) = &predictor.prune
+            && map
+                .values
+                .iter()
+                .zip(&map.keys)
+                .any(|(&v, &k)| k != -1 && (v < 0 || (nwords + v) as usize >= input_rows))
+        {
+            return Err("a pruned n-gram's row is past the input matrix".into());
+        }
+        if matches!(predictor.prune, Prune::All) && (nwords as usize + bucket as usize) > input_rows
+        {
+            return Err(format!(
+                "{nwords} words and {bucket} buckets, but {input_rows} input rows"
+            ));
+        }
+        predictor.word_rows = word_rows;
+        predictor.rows = rows;
+        if loss == LossKind::HierarchicalSoftmax {
+            predictor.tree = huffman(&label_counts);
+        }
+        predictor.sigmoid = (0..=SIGMOID_TABLE_SIZE)
+            .map(|i| {
+                let x =
+                    (i * 2 * MAX_SIGMOID) as f32 / SIGMOID_TABLE_SIZE as f32 - MAX_SIGMOID as f32;
+                (1.0 / (1.0 + f64::from((-x).exp()))) as f32
+            })
+            .collect();
+        Ok(predictor)
+    }
+
+    /// The labels as the model writes them (`__label__en`), by index.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// The row of n-gram bucket `id`, through the pruning index (fastText's `pushHash`).
+    fn ngram_row(&self, id: u32) -> Option<u32> {
+        match &self.prune {
+            Prune::All => Some(self.nwords as u32 + id),
+            Prune::Nothing => None,
+            Prune::Map(map) => map.get(id as i32).map(|r| (self.nwords + r) as u32),
+        }
+    }
+
+    /// Calls `f` with the row of each character n-gram of `word` (with its `<` and
+    /// `>`), in fastText's order (`computeSubwords`).
+    fn subwords(&self, word: &[u8], mut f: impl FnMut(u32)) {
+        if self.maxn == 0 || self.bucket == 0 {
+            return;
+        }
+        let len = word.len();
+        for i in 0..len {
+            if word[i] & 0xC0 == 0x80 {
+                continue;
+            }
+            let mut h = 2_166_136_261u32;
+            let mut j = i;
+            let mut n = 1;
+            while j < len && n <= self.maxn {
+                h = step(h, word[j]);
+                j += 1;
+                while j < len && word[j] & 0xC0 == 0x80 {
+                    h = step(h, word[j]);
+                    j += 1;
+                }
+                if n >= self.minn
+                    && !(n == 1 && (i == 0 || j == len))
+                    && let Some(row) = self.ngram_row(h % self.bucket)
+                {
+                    f(row);
+                }
+                n += 1;
+            }
+        }
+    }
+
+    /// Predicts from one line of fastText input, as its `predict` reads a line: words
+    /// at whitespace, the line ending at its first newline (or NUL, where a C string
+    /// ends). `k < 0` asks for every label. Returns (label index, probability), best
+    /// first.
+    pub fn predict_line(&self, line: &str, k: i32, threshold: f32) -> Vec<(usize, f32)> {
+        let line = line.as_bytes();
+        let line = &line[..line.iter().position(|&b| b == 0).unwrap_or(line.len())];
+        self.predict_words(line, false, k, threshold)
+    }
+
+    /// Predicts from a text as FineWeb prepares it (newlines become spaces, one newline
+    /// at the end): the same as `predict_line(&prepare(text), …)` without the copy.
+    pub fn predict_text(&self, text: &str, k: i32, threshold: f32) -> Vec<(usize, f32)> {
+        self.predict_words(text.as_bytes(), true, k, threshold)
+    }
+
+    fn predict_words(&self, line: &[u8], whole: bool, k: i32, threshold: f32) -> Vec<(usize, f32)> {
+        let k = if k < 0 { self.labels.len() } else { k as usize };
+        // An empty raw line is no line at all; a prepared text always holds its `</s>`.
+        if k == 0 || line.is_empty() && !whole {
+            return Vec::new();
+        }
+        let mut hidden = vec![0f32; self.dim];
+        let mut count = 0usize;
+        let mut word_hashes: Vec<i32> = Vec::new();
+        let mut add = |row: u32| {
+            let r = row as usize * self.dim;
+            for (h, v) in hidden.iter_mut().zip(&self.input[r..r + self.dim]) {
+                *h += v;
+            }
+            count += 1;
+        };
+        let mut buf = Vec::new();
+        // One word, as fastText's `getLine` takes it; `true` when it ends the line (the
+        // end-of-sentence word, whether a newline made it or the text holds `</s>`).
+        let mut token = |word: &[u8], add: &mut dyn FnMut(u32)| -> bool {
+            let h = hash(word);
+            let id = self.vocab.find(word, h);
+            let label = match id {
+                Some(id) => self.vocab.kinds[id] == 1,
+                None => word.starts_with(LABEL_PREFIX),
+            };
+            if !label {
+                match id {
+                    Some(id) if self.maxn == 0 => add(id as u32),
+                    Some(id) => {
+                        let (s, e) = self.word_rows[id];
+                        for &row in &self.rows[s as usize..e as usize] {
+                            add(row);
+                        }
+                    }
+                    None if word != EOS => {
+                        buf.clear();
+                        buf.push(b'<');
+                        buf.extend_from_slice(word);
+                        buf.push(b'>');
+                        self.subwords(&buf, &mut *add);
+                    }
+                    None => {}
+                }
+                word_hashes.push(h as i32);
+            }
+            word == EOS
+        };
+        let delimiter = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0);
+        let mut start = None;
+        let mut ended = false;
+        for (i, &b) in line.iter().enumerate() {
+            if delimiter(b) {
+                if let Some(s) = start.take()
+                    && token(&line[s..i], &mut add)
+                {
+                    ended = true;
+                    break;
+                }
+                if b == b'\n' && !whole {
+                    token(EOS, &mut add);
+                    ended = true;
+                    break;
+                }
+            } else if start.is_none() {
+                start = Some(i);
+            }
+        }
+        if !ended {
+            let eos = start.is_some_and(|s| token(&line[s..], &mut add));
+            if whole && !eos {
+                token(EOS, &mut add);
+            }
+        }
+        if self.word_ngrams > 1 && self.bucket > 0 {
+            let n = self.word_ngrams as usize;
+            for i in 0..word_hashes.len() {
+                let mut h = word_hashes[i] as i64 as u64;
+                for &next in word_hashes.iter().skip(i + 1).take(n - 1) {
+                    h = h.wrapping_mul(116_049_371).wrapping_add(next as i64 as u64);
+                    if let Some(row) = self.ngram_row((h % u64::from(self.bucket)) as u32) {
+                        add(row);
+                    }
+                }
+            }
+        }
+        if count == 0 {
+            return Vec::new();
+        }
+        let a = (1.0 / count as f64) as f32;
+        for h in &mut hidden {
+            *h *= a;
+        }
+        let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
+        match self.loss {
+            LossKind::HierarchicalSoftmax => {
+                let root = 2 * self.labels.len() - 2;
+                self.dfs(k, threshold, root, 0.0, &mut best, &hidden);
+            }
+            LossKind::Softmax => {
+                let mut out: Vec<f32> = (0..self.labels.len())
+                    .map(|i| self.dot(&hidden, i))
+                    .collect();
+                let max = out.iter().copied().fold(out[0], f32::max);
+                let mut z = 0f32;
+                for o in &mut out {
+                    *o = f64::from(*o - max).exp() as f32;
+                    z += *o;
+                }
+                for o in &mut out {
+                    *o /= z;
+                }
+                k_best(&out, k, threshold, &mut best);
+            }
+            LossKind::NegativeSampling | LossKind::OneVsAll => {
+                let out: Vec<f32> = (0..self.labels.len())
+                    .map(|i| self.sigmoid(self.dot(&hidden, i)))
+                    .collect();
+                k_best(&out, k, threshold, &mut best);
+            }
+        }
+        best.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        best.into_iter().map(|(s, i)| (i, s.exp())).collect()
+    }
+
+    /// Output row `i` times the hidden vector, in fastText's order.
+    fn dot(&self, hidden: &[f32], i: usize) -> f32 {
+        let row = &self.output[i * self.dim..(i + 1) * self.dim];
+        let mut d = 0f32;
+        for (x, c) in hidden.iter().zip(row) {
+            d += x * c;
+        }
+        match &self.output_scale {
+            Some(norms) => d * norms[i],
+            None => d,
+        }
+    }
+
+    fn sigmoid(&self, x: f32) -> f32 {
+        if x < -(MAX_SIGMOID as f32) {
+            0.0
+        } else if x > MAX_SIGMOID as f32 {
+            1.0
+        } else {
+            let i = ((x + MAX_SIGMOID as f32) * SIGMOID_TABLE_SIZE as f32
+                / MAX_SIGMOID as f32
+                / 2.0) as i64;
+            self.sigmoid[i as usize]
+        }
+    }
+
+    fn dfs(
+        &self,
+        k: usize,
+        threshold: f32,
+        node: usize,
+        score: f32,
+        best: &mut Vec<(f32, usize)>,
+        hidden: &[f32],
+    ) {
+        if score < std_log(threshold) {
+            return;
+        }
+        if best.len() == k && score < min_score(best) {
+            return;
+        }
+        let osz = self.labels.len();
+        let (left, right) = if node < osz {
+            (-1, -1)
+        } else {
+            self.tree[node - osz]
+        };
+        if left == -1 && right == -1 {
+            push_best(best, k, score, node);
+            return;
+        }
+        let f = self.dot(hidden, node - osz);
+        let f = (1.0 / f64::from(1.0 + (-f).exp())) as f32;
+        self.dfs(
+            k,
+            threshold,
+            left as usize,
+            score + std_log((1.0 - f64::from(f)) as f32),
+            best,
+            hidden,
+        );
+        self.dfs(
+            k,
+            threshold,
+            right as usize,
+            score + std_log(f),
+            best,
+            hidden,
+        );
+    }
+}
+
+fn min_score(best: &[(f32, usize)]) -> f32 {
+    best.iter().map(|b| b.0).fold(f32::INFINITY, f32::min)
+}
+
+/// Keeps the `k` best scores, as fastText's heap does.
+fn push_best(best: &mut Vec<(f32, usize)>, k: usize, score: f32, label: usize) {
+    best.push((score, label));
+    if best.len() > k
+        && let Some(worst) = best
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.0.total_cmp(&b.1.0).then(b.0.cmp(&a.0)))
+            .map(|(i, _)| i)
+    {
+        best.swap_remove(worst);
+    }
+}
+
+/// fastText's `findKBest` over output probabilities.
+fn k_best(out: &[f32], k: usize, threshold: f32, best: &mut Vec<(f32, usize)>) {
+    for (i, &o) in out.iter().enumerate() {
+        if o < threshold {
+            continue;
+        }
+        let score = std_log(o);
+        if best.len() == k && score < min_score(best) {
+            continue;
+        }
+        push_best(best, k, score, i);
+    }
+}
+
+/// fastText's hierarchical softmax tree over label counts (sorted by count, largest
+/// first): the children of each inner node, inner node `osz + i` at index `i`.
+fn huffman(counts: &[i64]) -> Vec<(i32, i32)> {
+    let osz = counts.len();
+    if osz < 2 {
+        return Vec::new();
+    }
+    let mut count: Vec<i64> = counts.to_vec();
+    count.resize(2 * osz - 1, 1_000_000_000_000_000);
+    let mut children = vec![(-1i32, -1i32); osz - 1];
+    let mut leaf = osz as i64 - 1;
+    let mut node = osz;
+    for i in osz..2 * osz - 1 {
+        let mut mini = [0usize; 2];
+        for m in &mut mini {
+            if leaf >= 0 && count[leaf as usize] < count[node] {
+                *m = leaf as usize;
+                leaf -= 1;
+            } else {
+                *m = node;
+                node += 1;
+            }
+        }
+        children[i - osz] = (mini[0] as i32, mini[1] as i32);
+        count[i] = count[mini[0]] + count[mini[1]];
+    }
+    children
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_fnv_over_signed_bytes() {
+        assert_eq!(hash(b""), 2_166_136_261);
+        // A byte over 0x7f is sign-extended before the xor, as fastText does.
+        assert_ne!(hash("é".as_bytes()), {
+            let mut h = 2_166_136_261u32;
+            for &b in "é".as_bytes() {
+                h = (h ^ u32::from(b)).wrapping_mul(16_777_619);
+            }
+            h
+        });
+    }
+
+    #[test]
+    fn huffman_pairs_the_rarest_first() {
+        // Counts 5, 3, 1: leaves 2 and 1 join first (node 3, count 4), then node 3
+        // and leaf 0 (node 4, the root).
+        assert_eq!(huffman(&[5, 3, 1]), vec![(2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn id_map_finds_what_it_holds() {
+        let map = IdMap::new(&[(7, 1), (1_999_999, 2), (0, 3)]);
+        assert_eq!(map.get(7), Some(1));
+        assert_eq!(map.get(1_999_999), Some(2));
+        assert_eq!(map.get(0), Some(3));
+        assert_eq!(map.get(8), None);
+    }
+
+    #[test]
+    fn bad_files_are_errors() {
+        assert!(Predictor::from_bytes(b"").is_err());
+        assert!(Predictor::from_bytes(&[0u8; 64]).is_err());
+        let mut head = MAGIC.to_le_bytes().to_vec();
+        head.extend_from_slice(&12i32.to_le_bytes());
+        assert!(
+            Predictor::from_bytes(&head)
+                .err()
+                .is_some_and(|e| e.contains("ends at byte"))
+        );
+    }
+}
