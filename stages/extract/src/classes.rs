@@ -201,12 +201,64 @@ fn for_words(value: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     }
 }
 
-fn word_matches(pattern: &str, word: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => word.starts_with(prefix),
-        None => pattern == word,
+/// [`WORDS`] for lookup: whole words by value, prefixes in table order, each with its
+/// place in the table (the first pattern of the table that matches a word wins).
+struct WordTable {
+    whole: std::collections::HashMap<&'static str, (usize, Group)>,
+    prefixes: Vec<(&'static str, usize, Group)>,
+}
+
+fn word_table() -> &'static WordTable {
+    static TABLE: std::sync::OnceLock<WordTable> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = WordTable {
+            whole: Default::default(),
+            prefixes: Vec::new(),
+        };
+        for (i, &(pattern, group)) in WORDS.iter().enumerate() {
+            match pattern.strip_suffix('*') {
+                Some(prefix) => table.prefixes.push((prefix, i, group)),
+                None => {
+                    table.whole.entry(pattern).or_insert((i, group));
+                }
+            }
+        }
+        table
+    })
+}
+
+/// The group of the first pattern of [`WORDS`] that matches `word`.
+fn word_group(word: &str) -> Option<Group> {
+    let table = word_table();
+    let whole = table.whole.get(word).copied();
+    let prefix = table
+        .prefixes
+        .iter()
+        .find(|(p, _, _)| word.starts_with(p))
+        .map(|&(_, i, g)| (i, g));
+    match (whole, prefix) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a.1 } else { b.1 }),
+        (a, b) => a.or(b).map(|(_, g)| g),
     }
 }
+
+/// Whether `text` holds one of `words` (an Aho-Corasick automaton per table; a plain
+/// search should one fail to build).
+fn holds_any(
+    cell: &'static std::sync::OnceLock<Option<aho_corasick::AhoCorasick>>,
+    words: &[&str],
+    text: &str,
+) -> bool {
+    match cell.get_or_init(|| aho_corasick::AhoCorasick::new(words).ok()) {
+        Some(automaton) => automaton.is_match(text),
+        None => words.iter().any(|w| text.contains(w)),
+    }
+}
+
+static CONTENT_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
+    std::sync::OnceLock::new();
+static CHROME_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
+    std::sync::OnceLock::new();
 
 /// What a class or id value marks: (flags, boilerplate group).
 pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
@@ -221,7 +273,7 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
         flags |= HIDDEN;
     }
     let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
-    if CONTENT_WORDS.iter().any(|w| compact.contains(w))
+    if holds_any(&CONTENT_MATCHER, CONTENT_WORDS, &compact)
         || matches!(
             lower.trim(),
             "content" | "post" | "entry" | "article" | "story" | "main" | "text"
@@ -243,12 +295,12 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
     let mut buf = String::new();
     for_words(&named, &mut buf, |w| {
         if group == Group::None
-            && let Some((_, g)) = WORDS.iter().find(|(p, _)| word_matches(p, w))
+            && let Some(g) = word_group(w)
         {
-            group = *g;
+            group = g;
         }
     });
-    if CHROME_PARTS.iter().any(|p| compact.contains(p)) {
+    if holds_any(&CHROME_MATCHER, CHROME_PARTS, &compact) {
         flags |= CHROME;
     }
     // A value that names the content as well ("article-content no_toc_section") is

@@ -176,6 +176,9 @@ struct Builder<'a> {
     src: &'a str,
     seen_html: bool,
     head_open: bool,
+    /// What each class value seen so far marks: pages repeat the same few hundred
+    /// values on thousands of elements.
+    classes: std::collections::HashMap<String, (u16, Group)>,
 }
 
 impl Builder<'_> {
@@ -306,7 +309,7 @@ impl Builder<'_> {
             lower,
             b"html" | b"body" | b"a" | b"b" | b"i" | b"em" | b"strong" | b"code" | b"small"
         ) && !in_code;
-        parse_attrs(attrs, class_rules, &mut marks);
+        parse_attrs(attrs, class_rules, &mut marks, &mut self.classes);
         let mut flags = marks.flags;
         let mut group = marks.group;
         if matches!(lower, b"article" | b"main") {
@@ -490,11 +493,28 @@ fn for_attrs<'a>(attrs: &'a str, mut f: impl FnMut(&'a str, &'a str)) {
 
 /// Looks at the attributes we use; the rest are skipped. `class_rules`: whether class,
 /// id and role may mark the element as boilerplate.
-fn parse_attrs(attrs: &str, class_rules: bool, marks: &mut Marks) {
+fn parse_attrs(
+    attrs: &str,
+    class_rules: bool,
+    marks: &mut Marks,
+    classes: &mut std::collections::HashMap<String, (u16, Group)>,
+) {
     for_attrs(attrs, |name, value| {
         let is_class = name.eq_ignore_ascii_case("class");
         if is_class || name.eq_ignore_ascii_case("id") {
-            let (flags, group) = crate::classes::classify(value, is_class);
+            // Ids are cached apart (an id value reads without the class-only rules).
+            let key = if is_class { "c" } else { "i" };
+            let mut probe = String::with_capacity(value.len() + 1);
+            probe.push_str(key);
+            probe.push_str(value);
+            let (flags, group) = match classes.get(&probe) {
+                Some(&known) => known,
+                None => {
+                    let marks = crate::classes::classify(value, is_class);
+                    classes.insert(probe, marks);
+                    marks
+                }
+            };
             marks.flags |= flags;
             if class_rules && marks.group == Group::None {
                 marks.group = group;
@@ -579,6 +599,7 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
         src,
         seen_html: false,
         head_open: false,
+        classes: Default::default(),
     };
     let bytes = src.as_bytes();
     let mut at = 0;
