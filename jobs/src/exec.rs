@@ -353,6 +353,9 @@ pub fn summary_table(steps: &[StepSummary]) -> String {
         if let Some(line) = st.stats.records_line() {
             s.push_str(&format!("{:<14}   {line}\n", ""));
         }
+        if let Some(line) = st.stats.stage_time_line() {
+            s.push_str(&format!("{:<14}   {line}\n", ""));
+        }
         for (reason, n) in &st.stats.drops {
             s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
         }

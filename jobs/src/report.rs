@@ -232,6 +232,18 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         );
     }
 
+    let timed: Vec<(&str, String)> = doc_steps
+        .iter()
+        .filter_map(|(s, _)| s.stats.stage_time_line().map(|l| (s.name.as_str(), l)))
+        .collect();
+    if !timed.is_empty() {
+        html.push_str("<h2>Where the time goes</h2>\n<ul>\n");
+        for (name, line) in timed {
+            let _ = writeln!(html, "<li>Step {}: {}</li>", esc(name), esc(&line));
+        }
+        html.push_str("</ul>\n");
+    }
+
     html.push_str("<h2>Drop reasons</h2>\n");
     for (s, _) in &doc_steps {
         let items: Vec<(String, f64)> = s

@@ -2,6 +2,7 @@
 //! stages on all cores, write, count, mark.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -142,16 +143,45 @@ impl Step {
             .transpose()
     }
 
-    fn verdict(&self, bound: Option<&dyn RowStage>, doc: &mut Document, row: u64) -> Verdict {
-        for stage in &self.stages {
-            if let Verdict::Drop(reason) = stage.process(doc) {
+    /// Runs the stages on one document, adding the nanoseconds each took to `spent`
+    /// (one counter per stage, then one for the per-input stage).
+    fn verdict(
+        &self,
+        bound: Option<&dyn RowStage>,
+        doc: &mut Document,
+        row: u64,
+        spent: &[AtomicU64],
+    ) -> Verdict {
+        let mut t = Instant::now();
+        let mut lap = |i: usize| {
+            let now = Instant::now();
+            spent[i].fetch_add((now - t).as_nanos() as u64, Ordering::Relaxed);
+            t = now;
+        };
+        for (i, stage) in self.stages.iter().enumerate() {
+            let verdict = stage.process(doc);
+            lap(i);
+            if let Verdict::Drop(reason) = verdict {
                 return Verdict::Drop(reason);
             }
         }
         match bound {
-            Some(stage) => stage.process(doc, row),
+            Some(stage) => {
+                let verdict = stage.process(doc, row);
+                lap(self.stages.len());
+                verdict
+            }
             None => Verdict::Keep,
         }
+    }
+
+    /// The names of the parts [`Stats::stage_seconds`] times, in order.
+    fn stage_names(&self) -> Vec<&'static str> {
+        self.stages
+            .iter()
+            .map(|s| s.name())
+            .chain(self.per_input.iter().map(|s| s.name()))
+            .collect()
     }
 }
 
@@ -529,15 +559,21 @@ fn process_input(
     let bound = step.bind(storage, p)?;
     let mut first_row: u64 = 0;
 
+    let spent: Vec<AtomicU64> = (0..=step.stages.len()).map(|_| AtomicU64::new(0)).collect();
+    let mut read_time = std::time::Duration::ZERO;
+    let mut write_time = std::time::Duration::ZERO;
+    let mut read_start = Instant::now();
     for batch in step.source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
+        read_time += read_start.elapsed();
         batch.count_drops(&mut stats, &p.meta.location);
         let mut docs = batch.docs;
         let verdicts: Vec<Verdict> = docs
             .par_iter_mut()
             .enumerate()
-            .map(|(i, d)| step.verdict(bound.as_deref(), d, first_row + i as u64))
+            .map(|(i, d)| step.verdict(bound.as_deref(), d, first_row + i as u64, &spent))
             .collect();
+        let write_start = Instant::now();
         first_row += docs.len() as u64;
         let carry = batch.carry.as_ref();
         // Rows per output: (output path, rows, drop reasons for rejected shards).
@@ -582,9 +618,12 @@ fn process_input(
                 rejected.then_some(reasons.as_slice()),
             )?;
         }
+        write_time += write_start.elapsed();
         crash_point();
+        read_start = Instant::now();
     }
 
+    let write_start = Instant::now();
     if step.partition.is_none() {
         outputs.writer(&format!("{}.parquet", p.stem), None, false)?;
     }
@@ -596,6 +635,12 @@ fn process_input(
         }
         written.push(rel);
     }
+    write_time += write_start.elapsed();
+    stats.add_stage_seconds("read", read_time.as_secs_f64());
+    for (name, ns) in step.stage_names().into_iter().zip(&spent) {
+        stats.add_stage_seconds(name, ns.load(Ordering::Relaxed) as f64 / 1e9);
+    }
+    stats.add_stage_seconds("write", write_time.as_secs_f64());
     stats.bytes_in = p.meta.size;
     stats.seconds = start.elapsed().as_secs_f64();
     debug_assert!(stats.balanced());

@@ -33,6 +33,11 @@ pub struct Stats {
     /// not summed, the later one stands.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub values: BTreeMap<String, f64>,
+    /// Seconds spent in each part of a step, summed over its threads, in the step's
+    /// order: `read` (reading and decoding the input), each stage by name, `write`
+    /// (the output shards). Where a step's CPU time goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_seconds: Vec<(String, f64)>,
 }
 
 /// Records a reader read (a count in [`Stats::counts`]).
@@ -148,6 +153,35 @@ impl Stats {
         for (k, v) in &other.values {
             self.values.insert(k.clone(), *v);
         }
+        for (name, secs) in &other.stage_seconds {
+            self.add_stage_seconds(name, *secs);
+        }
+    }
+
+    /// Adds `secs` to part `name` of [`Stats::stage_seconds`].
+    pub fn add_stage_seconds(&mut self, name: &str, secs: f64) {
+        match self.stage_seconds.iter_mut().find(|(n, _)| n == name) {
+            Some((_, total)) => *total += secs,
+            None => self.stage_seconds.push((name.to_string(), secs)),
+        }
+    }
+
+    /// "time: read 20%, extract 45%, … (3.1 s over threads)" when a step timed its
+    /// parts: each part's share of the time in them.
+    pub fn stage_time_line(&self) -> Option<String> {
+        let total: f64 = self.stage_seconds.iter().map(|(_, s)| s).sum();
+        if self.stage_seconds.is_empty() || total <= 0.0 {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .stage_seconds
+            .iter()
+            .map(|(name, secs)| format!("{name} {:.1}%", 100.0 * secs / total))
+            .collect();
+        Some(format!(
+            "time: {} ({total:.2} s over threads)",
+            parts.join(", ")
+        ))
     }
 }
 
@@ -176,5 +210,23 @@ mod tests {
         assert_eq!((a.docs_in, a.docs_out, a.dropped()), (5, 2, 3));
         assert_eq!(a.drops.get("short"), Some(&2));
         assert!(a.balanced());
+    }
+
+    #[test]
+    fn stage_times_add_up_in_step_order() {
+        let mut a = Stats::default();
+        a.add_stage_seconds("read", 1.0);
+        a.add_stage_seconds("extract", 2.0);
+        a.add_stage_seconds("write", 1.0);
+        let mut b = Stats::default();
+        b.add_stage_seconds("read", 1.0);
+        b.add_stage_seconds("extract", 3.0);
+        b.add_stage_seconds("write", 2.0);
+        a.merge(&b);
+        assert_eq!(
+            a.stage_time_line().as_deref(),
+            Some("time: read 20.0%, extract 50.0%, write 30.0% (10.00 s over threads)")
+        );
+        assert_eq!(Stats::default().stage_time_line(), None);
     }
 }

@@ -73,6 +73,9 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
                 && let Ok(mut m) = serde_json::from_slice::<Marker>(&bytes)
             {
                 m.stats.seconds = 0.0;
+                for (_, secs) in &mut m.stats.stage_seconds {
+                    *secs = 0.0;
+                }
                 bytes = serde_json::to_vec_pretty(&m).unwrap_or_default();
             }
             out.insert(rel, bytes);
