@@ -81,7 +81,7 @@ pub fn fuse(name: &str, steps: Vec<Step>) -> Result<Step> {
     Ok(fused)
 }
 
-fn chain(storage: &Storage, p: &Pipeline, spec: &StepSpec) -> Result<Step> {
+pub(crate) fn chain(storage: &Storage, p: &Pipeline, spec: &StepSpec) -> Result<Step> {
     let mut steps = Vec::new();
     for name in &spec.stages {
         let stage = crate::stages::chain_stage(name)

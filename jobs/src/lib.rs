@@ -5,6 +5,7 @@
 
 pub mod exec;
 pub mod incremental;
+pub mod plan;
 pub mod report;
 pub mod spec;
 pub mod stages;

@@ -118,6 +118,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What a run of the whole input will cost, measured on a sample of it: the
+    /// sample's input files run through every step on this machine (not the train
+    /// phase), each step's CPU time, documents, output bytes, tokens and requests
+    /// scaled to the whole input, then core-hours, tasks, wall time on a fleet and the
+    /// price of its machines.
+    Plan {
+        pipeline: String,
+        /// Input files to run (spread evenly over the input's listing).
+        #[arg(long, default_value_t = 4)]
+        sample: usize,
+        /// Cores of the fleet, for the wall time.
+        #[arg(long, default_value_t = 9000)]
+        cores: u64,
+        /// Physical cores per machine (a c5.18xlarge has 36); tasks are sized to an hour
+        /// of one machine.
+        #[arg(long, default_value_t = 36)]
+        cores_per_node: u64,
+        /// Price of one machine-hour (a c5.18xlarge on demand in us-east-1 lists at 3.06).
+        #[arg(long, default_value_t = 3.06)]
+        price: f64,
+        /// Worker threads for the sample run (0: every core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// The plan as JSON, for machines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a self-contained HTML report of a run.
     Report {
         run: String,
@@ -132,6 +159,38 @@ fn main() -> anyhow::Result<()> {
     init_logging(args.log_format);
     let storage = Storage::new();
     match args.command {
+        Command::Plan {
+            pipeline,
+            sample,
+            cores,
+            cores_per_node,
+            price,
+            threads,
+            json,
+        } => {
+            if cores == 0 || cores_per_node == 0 {
+                anyhow::bail!("--cores and --cores-per-node are at least 1");
+            }
+            let p = Pipeline::load(&storage, &pipeline)?;
+            let scratch = tempfile::tempdir()?;
+            let plan = jobs::plan::plan(
+                &storage,
+                &p,
+                &jobs::plan::PlanOptions {
+                    sample,
+                    cores,
+                    cores_per_node,
+                    price,
+                    threads,
+                    scratch: scratch.path().join("plan"),
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                print!("{}", jobs::plan::table(&plan));
+            }
+        }
         Command::Run {
             pipeline,
             from,

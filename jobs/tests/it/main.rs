@@ -10,6 +10,7 @@ mod fleet;
 mod formats;
 mod giants;
 mod incremental;
+mod plan;
 mod secrets;
 mod slurm_nodes;
 mod soak;
