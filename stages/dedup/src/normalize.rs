@@ -18,36 +18,94 @@ use unicode_normalization::char::{decompose_canonical, is_combining_mark};
 use xxhash_rust::xxh3::{xxh3_64_with_seed, xxh3_128_with_seed};
 
 /// Writes the normalised form of `text` into `out` (cleared first).
+///
+/// ASCII runs take a fast path: NFKC leaves ASCII as it is, and an ASCII character
+/// never composes with the character before it, so a run of ASCII characters each
+/// followed by another ASCII character normalises on its own. The ASCII character just
+/// before a non-ASCII one (which may be a combining mark that composes with it: `e` and
+/// U+0301) goes to the full path with the non-ASCII run after it.
 pub fn normalize_into(text: &str, out: &mut String) {
     out.clear();
-    let mut gap = false;
-    let mut push = |c: char, out: &mut String| {
-        if c.is_alphanumeric() || is_combining_mark(c) {
-            if gap && !out.is_empty() {
-                out.push(' ');
-            }
-            gap = false;
-            out.push(if c.is_numeric() { '0' } else { c });
-        } else {
-            gap = true;
+    let mut words = Words { out, gap: false };
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        while i < bytes.len() && bytes[i].is_ascii() && bytes.get(i + 1).is_none_or(u8::is_ascii) {
+            words.ascii(bytes[i]);
+            i += 1;
         }
-    };
-    for c in text.nfkc() {
-        for l in c.to_lowercase() {
-            if l == 'ß' {
-                push('s', out);
-                push('s', out);
-                continue;
+        if i == bytes.len() {
+            break;
+        }
+        let mut j = i;
+        if bytes[j].is_ascii() {
+            j += 1;
+        }
+        while j < bytes.len() && !bytes[j].is_ascii() {
+            j += 1;
+        }
+        // i and j lie on ASCII bytes (or the end): character boundaries.
+        words.full(&text[i..j]);
+        i = j;
+    }
+}
+
+/// The normalised text being written: words joined by one space.
+struct Words<'a> {
+    out: &'a mut String,
+    /// A separator came since the last character written.
+    gap: bool,
+}
+
+impl Words<'_> {
+    fn push(&mut self, c: char) {
+        if c.is_alphanumeric() || is_combining_mark(c) {
+            if self.gap && !self.out.is_empty() {
+                self.out.push(' ');
             }
-            // Latin, Greek, Cyrillic and Armenian end before U+0590.
-            if !l.is_ascii() && (l as u32) < 0x0590 {
-                decompose_canonical(l, |d| {
-                    if !is_combining_mark(d) {
-                        push(d, out);
-                    }
-                });
+            self.gap = false;
+            self.out.push(if c.is_numeric() { '0' } else { c });
+        } else {
+            self.gap = true;
+        }
+    }
+
+    /// One ASCII character: what [`Words::full`] does to it, without the tables.
+    fn ascii(&mut self, b: u8) {
+        if b.is_ascii_alphanumeric() {
+            if self.gap && !self.out.is_empty() {
+                self.out.push(' ');
+            }
+            self.gap = false;
+            self.out.push(if b.is_ascii_digit() {
+                '0'
             } else {
-                push(l, out);
+                b.to_ascii_lowercase() as char
+            });
+        } else {
+            self.gap = true;
+        }
+    }
+
+    /// NFKC, lowercase, `ß` as `ss`, accents of Latin, Greek and Cyrillic stripped.
+    fn full(&mut self, text: &str) {
+        for c in text.nfkc() {
+            for l in c.to_lowercase() {
+                if l == 'ß' {
+                    self.push('s');
+                    self.push('s');
+                    continue;
+                }
+                // Latin, Greek, Cyrillic and Armenian end before U+0590.
+                if !l.is_ascii() && (l as u32) < 0x0590 {
+                    decompose_canonical(l, |d| {
+                        if !is_combining_mark(d) {
+                            self.push(d);
+                        }
+                    });
+                } else {
+                    self.push(l);
+                }
             }
         }
     }
@@ -207,6 +265,55 @@ mod tests {
         assert_eq!(normalize("日本語のテキスト。"), "日本語のテキスト");
         assert_eq!(normalize(""), "");
         assert_eq!(normalize("!!!"), "");
+    }
+
+    /// The ASCII fast path writes what the full path writes, on text that mixes ASCII
+    /// with accents, combining marks after ASCII letters, compatibility forms, `ß`,
+    /// digits of other scripts and punctuation.
+    #[test]
+    fn the_ascii_path_equals_the_full_path() {
+        let pieces = [
+            "Hello",
+            " ",
+            "WORLD",
+            "e\u{301}",
+            "\u{301}",
+            "Straße",
+            "ﬁne",
+            "Ｆｕｌｌ",
+            "٣",
+            "—",
+            "x",
+            "9",
+            "\t",
+            "é",
+            "Ω",
+            "Й",
+            "日本",
+            "!",
+            "a\u{308}",
+            "ǅ",
+            "  ",
+            "\u{0}",
+        ];
+        let mut state = 7u64;
+        for _ in 0..2000 {
+            let mut text = String::new();
+            for _ in 0..(state % 9) {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                text.push_str(pieces[(state >> 33) as usize % pieces.len()]);
+            }
+            state = state.wrapping_add(0x9e37_79b9);
+            let mut full = String::new();
+            Words {
+                out: &mut full,
+                gap: false,
+            }
+            .full(&text);
+            assert_eq!(normalize(&text), full, "{text:?}");
+        }
     }
 
     #[test]
