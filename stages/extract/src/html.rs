@@ -176,9 +176,9 @@ struct Builder<'a> {
     src: &'a str,
     seen_html: bool,
     head_open: bool,
-    /// What each class value seen so far marks: pages repeat the same few hundred
-    /// values on thousands of elements.
-    classes: std::collections::HashMap<String, (u16, Group)>,
+    /// What each id value (`[0]`) and class value (`[1]`) seen so far marks: pages
+    /// repeat the same few hundred values on thousands of elements.
+    classes: [std::collections::HashMap<String, (u16, Group)>; 2],
 }
 
 impl Builder<'_> {
@@ -497,21 +497,18 @@ fn parse_attrs(
     attrs: &str,
     class_rules: bool,
     marks: &mut Marks,
-    classes: &mut std::collections::HashMap<String, (u16, Group)>,
+    classes: &mut [std::collections::HashMap<String, (u16, Group)>; 2],
 ) {
     for_attrs(attrs, |name, value| {
         let is_class = name.eq_ignore_ascii_case("class");
         if is_class || name.eq_ignore_ascii_case("id") {
             // Ids are cached apart (an id value reads without the class-only rules).
-            let key = if is_class { "c" } else { "i" };
-            let mut probe = String::with_capacity(value.len() + 1);
-            probe.push_str(key);
-            probe.push_str(value);
-            let (flags, group) = match classes.get(&probe) {
+            let cache = &mut classes[usize::from(is_class)];
+            let (flags, group) = match cache.get(value) {
                 Some(&known) => known,
                 None => {
                     let marks = crate::classes::classify(value, is_class);
-                    classes.insert(probe, marks);
+                    cache.insert(value.to_string(), marks);
                     marks
                 }
             };

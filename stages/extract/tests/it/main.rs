@@ -870,6 +870,15 @@ fn failure_classes_of_real_pages() {
     }
 }
 
+/// The text of `html` at `url` extracted with `favor = "<favor>"` (a drop is a failure).
+fn text_with_favor(favor: &str, html: &[u8], url: &str) -> String {
+    let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
+    extract::Extract::new(&config)
+        .page_of(html, None, url)
+        .unwrap_or_else(|reason| panic!("{favor}: dropped as {reason}"))
+        .text
+}
+
 /// `favor`: a short blog post with a longer comment section (a page we wrote in the
 /// shape of a 2012 WordPress blog). `balanced` keeps the comments (they outweigh the
 /// post, as the posts of a thread do); `precision` removes them, as FineWeb's
@@ -934,15 +943,8 @@ fn favor_decides_readers_comments() {
         )
     );
     for favor in ["balanced", "precision"] {
-        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
-        let page = extract::Extract::new(&config)
-            .page_of(thread_page.as_bytes(), None, "https://club.example/t1234")
-            .expect("page");
-        assert!(
-            page.text.contains("A small Dobsonian"),
-            "{favor}: {}",
-            page.text
-        );
+        let text = text_with_favor(favor, thread_page.as_bytes(), "https://club.example/t1234");
+        assert!(text.contains("A small Dobsonian"), "{favor}: {text}");
     }
     assert!(
         toml::from_str::<Config>("favor = \"speed\"").is_err(),
@@ -973,16 +975,12 @@ fn a_large_sidebar_beside_an_article_goes() {
         (1..=8).map(review).collect::<String>()
     );
     for favor in ["balanced", "precision", "recall"] {
-        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
-        let got = extract::Extract::new(&config)
-            .page_of(page.as_bytes(), None, "https://rentals.example/pack")
-            .expect("page");
+        let text = text_with_favor(favor, page.as_bytes(), "https://rentals.example/pack");
         assert!(
-            got.text.contains("the rain cover is included"),
-            "{favor}: {}",
-            got.text
+            text.contains("the rain cover is included"),
+            "{favor}: {text}"
         );
-        assert!(!got.text.contains("Review 3"), "{favor}: {}", got.text);
+        assert!(!text.contains("Review 3"), "{favor}: {text}");
     }
 }
 
@@ -1015,15 +1013,11 @@ fn a_short_post_beside_a_heavier_column_is_the_root() {
         )
     };
     let run = |favor: &str, html: &str| {
-        let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
-        extract::Extract::new(&config)
-            .page_of(
-                html.as_bytes(),
-                None,
-                "https://shopkeeper.example/2012/11/gift-cards",
-            )
-            .expect("page")
-            .text
+        text_with_favor(
+            favor,
+            html.as_bytes(),
+            "https://shopkeeper.example/2012/11/gift-cards",
+        )
     };
     let labels_only = page(0);
     for favor in ["balanced", "precision", "recall"] {
