@@ -198,7 +198,7 @@ pub fn plan(storage: &Storage, p: &Pipeline, opts: &PlanOptions) -> Result<Plan>
             (cpu, 0.0)
         };
         // Steps that write per input file write more files with more input; the
-        // units of the other phases (bands × ranges, one clusters unit, one
+        // units of the other phases (bands × ranges, the clusters units, one
         // tokenizer) do not grow with it.
         let per_input = matches!(
             kind,
@@ -359,7 +359,7 @@ pub fn table(plan: &Plan) -> String {
     }
     if let Some((lo, hi)) = plan.clusters_memory_bytes {
         s.push_str(&format!(
-            "dedup clusters phase memory: {}–{} bytes (37–68 bytes per document into dedup, docs/scale.md)\n",
+            "dedup clusters phase memory in one unit: {}–{} bytes (37–68 bytes per document into dedup, docs/scale.md); past clusters_memory_bytes it runs in rounds of units, each within that setting\n",
             si(lo),
             si(hi)
         ));

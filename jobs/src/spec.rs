@@ -124,11 +124,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Whether the step runs once, whatever the task count (task 0 does it).
+    /// Whether the step runs once, whatever the task count (task 0 does it). The dedup
+    /// clusters phase is not: past `clusters_memory_bytes` its rounds are shared by all
+    /// of its tasks (below it, task 0 runs its one unit and the others end at once).
     pub fn single_task(self) -> bool {
         matches!(
             self,
-            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex
+            Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex
         )
     }
 

@@ -1,26 +1,31 @@
-//! Phase 3: one unit (run by task 0) turns all candidate pairs into removal lists.
+//! Phase 3: all candidate pairs become removal lists.
 //!
 //! MinHash: union-find over the pairs (union by smaller global number, path halving), so
 //! a cluster's keeper is its first document in input order, or the index when any member
-//! matched an earlier run. Exact and URL: the groups are already complete (one key, one
-//! unit), so the first of each pair is the keeper and the second is removed.
+//! matched an earlier run. When the pairs need more than `clusters_memory_bytes` for it,
+//! the same components come from rounds of units that any number of tasks share
+//! ([`crate::components`]), byte for byte. Exact and URL: the groups are already
+//! complete (one key, one unit), so the first of each pair is the keeper and the second
+//! is removed; one unit (task 0) does it.
 //!
 //! Output, for every signature file: `<output>/<stem>.dups` (the format of
-//! [`crate::dups`]), plus `summary.json` (cluster-size histogram) and
-//! `_done/clusters.json`, the marker of the phase's one unit.
+//! [`crate::dups`]), `files.json` (the inputs in the order of the keepers' global
+//! numbers), `summary.json` (cluster-size histogram) and `_done/clusters.json`, the
+//! marker of the phase's own unit, written last.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Read};
 
-use serde::{Deserialize, Serialize};
-
 use pipeline::cli::config_hash;
+use pipeline::marker::{marker_location, read_marker};
 use pipeline::{
     Error, Location, Report, Result, RunOptions, Stats, Storage, Unit, UnitDone, plan_units,
     run_units,
 };
 
-use crate::dups::{CLUSTERS_UNIT, Dups, SUFFIX};
+use crate::components::{self, UNION_FIND_BYTES_PER_PAIR};
+pub use crate::dups::Summary;
+use crate::dups::{CLUSTERS_UNIT, Dups, Removed, SUFFIX};
 use crate::pairs::{PAIRS_HEADER, read_pairs_header, unit_name};
 use crate::signatures::{FILES, FileList};
 use crate::{Config, INDEX, Kind, split_global};
@@ -29,27 +34,6 @@ use crate::{Config, INDEX, Kind, split_global};
 pub const STEP: &str = "dedup.clusters";
 /// Name of the summary.
 pub const SUMMARY: &str = "summary.json";
-
-/// What the clusters phase found.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Summary {
-    pub kind: String,
-    pub files: usize,
-    pub documents: u64,
-    /// Candidate pairs read.
-    pub pairs: u64,
-    /// Clusters of two documents or more (an index entry counts as a member).
-    pub clusters: u64,
-    /// Documents to remove.
-    pub removed: u64,
-    /// Of those, documents removed because they match the index of an earlier run.
-    pub matched_index: u64,
-    /// Size of the largest cluster.
-    pub largest: u64,
-    /// Cluster size → number of clusters of that size (sizes ≥ 2).
-    pub sizes: BTreeMap<u64, u64>,
-}
 
 /// Union-find over global numbers, by smaller root.
 #[derive(Debug, Default)]
@@ -173,20 +157,114 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
         size: found.values().map(|(m, _)| m.size).sum(),
         version: files_hash.clone(),
     };
-    let plan = plan_units(STEP, vec![unit], &hash, storage, opts)?;
-    run_units(
+    let pairs: u64 = found
+        .values()
+        .map(|(m, _)| m.size.saturating_sub(PAIRS_HEADER as u64) / 16)
+        .sum();
+    let in_rounds = config.kind == Kind::Minhash
+        && pairs.saturating_mul(UNION_FIND_BYTES_PER_PAIR) > config.clusters_memory_bytes;
+    if !in_rounds {
+        let plan = plan_units(STEP, vec![unit], &hash, storage, opts)?;
+        return run_units(
+            STEP,
+            plan,
+            &hash,
+            &buckets.to_string(),
+            storage,
+            opts,
+            |_| pairs_to_dups(storage, output, config, &list, &found),
+        );
+    }
+    // In rounds: every task takes part, then task 0 adds up the summary.
+    let own = RunOptions {
+        tasks: 1,
+        task: 0,
+        ..opts.clone()
+    };
+    let plan = plan_units(STEP, vec![unit.clone()], &hash, storage, &own)?;
+    let rounds_dir = output.join("_rounds/");
+    if opts.dry_run || plan.todo.is_empty() {
+        if plan.todo.is_empty() && !opts.dry_run && opts.task == 0 {
+            components::clear(storage, &rounds_dir)?;
+        }
+        let report = run_units(
+            STEP,
+            plan,
+            &hash,
+            &buckets.to_string(),
+            storage,
+            &own,
+            |_| Ok(UnitDone::default()),
+        )?;
+        return Ok(if opts.task == 0 {
+            report
+        } else {
+            Report::default()
+        });
+    }
+    let root = rounds_dir.join(&format!("{}/", &hash[..hash.len().min(16)]));
+    if opts.force && opts.task == 0 {
+        // Redo from the pairs: the old result's marker goes first, so that no task
+        // takes the phase for finished.
+        storage.delete(&marker_location(output, CLUSTERS_UNIT))?;
+        components::clear(storage, &root)?;
+    }
+    let shape = components::shape(&list, pairs, config.clusters_memory_bytes, root);
+    let files: Vec<(Location, u64)> = found
+        .values()
+        .map(|(m, _)| (m.location.clone(), m.size))
+        .collect();
+    let finished = || -> Result<bool> {
+        Ok(
+            read_marker(storage, &marker_location(output, CLUSTERS_UNIT))?
+                .is_some_and(|m| m.matches_unit(&files_hash, &hash)),
+        )
+    };
+    let rounds = match components::run(
+        storage, opts, config, &list, &files, &shape, &hash, output, &finished,
+    ) {
+        Ok(r) => r,
+        // Other tasks may finish every unit and delete the rounds while this one still
+        // reads them: then the phase is done (and what this task wrote since goes).
+        Err(e) => {
+            if opts.task != 0 && finished()? {
+                components::clear(storage, &rounds_dir)?;
+                return Ok(Report::default());
+            }
+            return Err(e);
+        }
+    };
+    if opts.task != 0 {
+        return Ok(Report {
+            stats: rounds.stats,
+            ..Report::default()
+        });
+    }
+    let mut report = run_units(
         STEP,
         plan,
         &hash,
         &buckets.to_string(),
         storage,
-        opts,
-        |_| pairs_to_dups(storage, output, config, &list, &found),
-    )
+        &own,
+        |_| {
+            let mut summary = components::add_partials(storage, &shape)?;
+            summary.kind = config.kind.name().into();
+            summary.files = list.files.len();
+            summary.documents = list.files.iter().map(|f| f.documents).sum();
+            summary.pairs = pairs;
+            let mut done = finish_summary(storage, output, config, &list, &summary)?;
+            done.stats.merge(&rounds.stats);
+            Ok(done)
+        },
+    )?;
+    components::clear(storage, &rounds_dir)?;
+    report.processed.sort();
+    Ok(report)
 }
 
-/// The work of the clusters unit: every pairs file read, the removal lists and the
-/// summary written.
+/// The work of the one-unit clusters phase: every pairs file read, the removal lists
+/// and the summary written.
 fn pairs_to_dups(
     storage: &Storage,
     output: &Location,
@@ -221,7 +299,9 @@ fn pairs_to_dups(
         }
     };
     let mut uf = UnionFind::default();
-    let mut direct: HashMap<u64, u64> = HashMap::new();
+    // Exact and URL: (removed, keeper) as the pairs come; each keeper's group size.
+    let mut direct: Vec<(u64, u64)> = Vec::new();
+    let mut sizes: HashMap<u64, u64> = HashMap::new();
     let mut input_bytes = 0;
     for (m, _) in found.values() {
         input_bytes += m.size;
@@ -244,33 +324,34 @@ fn pairs_to_dups(
             match config.kind {
                 Kind::Minhash => uf.union(a, b),
                 Kind::Exact | Kind::Url => {
-                    *direct.entry(a).or_insert(1) += 1;
-                    if let Some((f, row)) = split_global(b) {
-                        per_file[f].removed.push(row);
-                    }
-                    if a == INDEX {
-                        summary.matched_index += 1;
-                    }
+                    *sizes.entry(a).or_insert(1) += 1;
+                    direct.push((b, a));
                 }
             }
         }
     }
-    let mut sizes: HashMap<u64, u64> = HashMap::new();
-    match config.kind {
+    let removed: Vec<(u64, u64)> = match config.kind {
         Kind::Minhash => {
-            for (x, root) in uf.members() {
-                *sizes.entry(root).or_insert(0) += 1;
-                if x != root
-                    && let Some((f, row)) = split_global(x)
-                {
-                    per_file[f].removed.push(row);
-                    if root == INDEX {
-                        summary.matched_index += 1;
-                    }
-                }
+            let members = uf.members();
+            for (_, root) in &members {
+                *sizes.entry(*root).or_insert(0) += 1;
+            }
+            members.into_iter().filter(|(x, root)| x != root).collect()
+        }
+        Kind::Exact | Kind::Url => direct,
+    };
+    for (x, keeper) in removed {
+        if let Some((f, row)) = split_global(x) {
+            let size = sizes.get(&keeper).copied().unwrap_or(1);
+            per_file[f].removed.push(Removed {
+                row,
+                size: size.min(u32::MAX as u64) as u32,
+                keeper,
+            });
+            if keeper == INDEX {
+                summary.matched_index += 1;
             }
         }
-        Kind::Exact | Kind::Url => sizes = direct,
     }
     for (root, size) in &sizes {
         summary.clusters += 1;
@@ -285,7 +366,7 @@ fn pairs_to_dups(
     let mut outputs = Vec::new();
     for (f, d) in list.files.iter().zip(per_file.iter_mut()) {
         d.removed.sort_unstable();
-        d.removed.dedup();
+        d.removed.dedup_by_key(|r| r.row);
         d.keepers.sort_unstable();
         summary.removed += d.removed.len() as u64;
         let rel = format!("{}{SUFFIX}", f.stem);
@@ -294,10 +375,27 @@ fn pairs_to_dups(
         storage.put(&output.join(&rel), &d.encode())?;
         outputs.push(rel);
     }
-    let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut done = finish_summary(storage, output, config, list, &summary)?;
+    outputs.append(&mut done.outputs);
+    done.outputs = outputs;
+    done.stats.bytes_in = input_bytes;
+    Ok(done)
+}
+
+/// Writes `files.json` (the inputs in the order of global numbers, so that a keeper's
+/// input can be named) and `summary.json`; the unit's counters.
+fn finish_summary(
+    storage: &Storage,
+    output: &Location,
+    config: &Config,
+    list: &FileList,
+    summary: &Summary,
+) -> Result<UnitDone> {
+    storage.remove_stale_temporaries(&output.join(FILES))?;
+    storage.put(&output.join(FILES), &list.to_json())?;
+    let json = serde_json::to_vec_pretty(summary).map_err(|e| Error::Usage(e.to_string()))?;
     storage.remove_stale_temporaries(&output.join(SUMMARY))?;
     storage.put(&output.join(SUMMARY), &json)?;
-    outputs.push(SUMMARY.into());
     let mut stats = Stats {
         docs_in: summary.documents,
         docs_out: summary.documents - summary.removed,
@@ -308,8 +406,10 @@ fn pairs_to_dups(
             .drops
             .insert(config.kind.reason().into(), summary.removed);
     }
-    stats.bytes_in = input_bytes;
-    Ok(UnitDone { outputs, stats })
+    Ok(UnitDone {
+        outputs: vec![FILES.into(), SUMMARY.into()],
+        stats,
+    })
 }
 
 /// Reads `summary.json` of a finished clusters phase.
@@ -343,9 +443,14 @@ mod tests {
 
     #[test]
     fn dups_round_trip() {
+        let removed = |row, keeper| Removed {
+            row,
+            size: 3,
+            keeper,
+        };
         let d = Dups {
             documents: 10,
-            removed: vec![1, 4, 7],
+            removed: vec![removed(1, 0), removed(4, 1 << 32), removed(7, 2 << 32)],
             keepers: vec![(0, 3), (2, 2)],
         };
         assert_eq!(Dups::decode(&d.encode(), "x").expect("decode"), d);

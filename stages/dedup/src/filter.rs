@@ -1,6 +1,9 @@
 //! Phase 4: a per-document stage that drops the rows the clusters phase listed and writes
 //! `<kind>_cluster_size` on what it keeps (1 for documents in no cluster), so a later mix
-//! can re-weight by it.
+//! can re-weight by it. A dropped document (kept under `_rejected/` with
+//! `keep_rejected`) names what it matched: `<kind>_keeper_input` (the keeper's input,
+//! or `index` for a document of an earlier run), `<kind>_keeper_row` (its row there),
+//! `<kind>_cluster_id` (the keeper's global number) and `<kind>_cluster_size`.
 
 use pipeline::cli::config_hash;
 use pipeline::shard::ShardOptions;
@@ -9,8 +12,14 @@ use pipeline::{
     Storage, Value, Verdict,
 };
 
+use std::sync::Arc;
+
 use crate::dups::{CLUSTERS_UNIT, Dups, read_dups};
-use crate::{Config, Kind};
+use crate::signatures::{FILES, FileList};
+use crate::{Config, Kind, split_global};
+
+/// What `<kind>_keeper_input` says of a keeper from the index of an earlier run.
+pub const INDEX_INPUT: &str = "index";
 
 /// Step name in markers.
 pub const STEP: &str = "dedup.filter";
@@ -20,6 +29,8 @@ pub const STEP: &str = "dedup.filter";
 pub struct DedupFilter {
     kind: Kind,
     clusters: Location,
+    /// Input stems in the order of global numbers (the clusters phase's `files.json`).
+    stems: Arc<Vec<String>>,
 }
 
 /// The filter bound to one input: drops the listed rows, writes the cluster size of
@@ -28,6 +39,20 @@ pub struct DedupFilter {
 pub struct BoundFilter {
     kind: Kind,
     dups: Dups,
+    stems: Arc<Vec<String>>,
+}
+
+/// Names of the columns a dropped document gets.
+fn keeper_columns(kind: Kind) -> [&'static str; 3] {
+    match kind {
+        Kind::Minhash => [
+            "minhash_keeper_input",
+            "minhash_keeper_row",
+            "minhash_cluster_id",
+        ],
+        Kind::Exact => ["exact_keeper_input", "exact_keeper_row", "exact_cluster_id"],
+        Kind::Url => ["url_keeper_input", "url_keeper_row", "url_cluster_id"],
+    }
 }
 
 impl InputStage for DedupFilter {
@@ -36,16 +61,32 @@ impl InputStage for DedupFilter {
     }
 
     fn columns(&self) -> Vec<Column> {
-        vec![Column {
-            name: self.kind.size_column(),
-            kind: ColumnKind::I64,
-        }]
+        let [input, row, id] = keeper_columns(self.kind);
+        vec![
+            Column {
+                name: self.kind.size_column(),
+                kind: ColumnKind::I64,
+            },
+            Column {
+                name: input,
+                kind: ColumnKind::Str,
+            },
+            Column {
+                name: row,
+                kind: ColumnKind::I64,
+            },
+            Column {
+                name: id,
+                kind: ColumnKind::I64,
+            },
+        ]
     }
 
     fn bind(&self, storage: &Storage, input: &Planned) -> Result<Box<dyn RowStage>> {
         Ok(Box::new(BoundFilter {
             kind: self.kind,
             dups: read_dups(storage, &self.clusters, &input.stem)?,
+            stems: self.stems.clone(),
         }))
     }
 }
@@ -54,7 +95,18 @@ impl RowStage for BoundFilter {
     fn process(&self, doc: &mut Document, row: u64) -> Verdict {
         // The signatures phase refuses inputs with rows past u32: none is listed.
         let listed = u32::try_from(row).ok();
-        if listed.is_some_and(|r| self.dups.removed.binary_search(&r).is_ok()) {
+        if let Some(removed) = listed.and_then(|r| self.dups.removal(r)) {
+            let [input, row, id] = keeper_columns(self.kind);
+            match split_global(removed.keeper) {
+                Some((f, keeper_row)) => {
+                    let stem = self.stems.get(f).map_or("", |s| s.as_str());
+                    doc.annotate(input, Value::Str(stem.to_string()));
+                    doc.annotate(row, Value::I64(keeper_row as i64));
+                }
+                None => doc.annotate(input, Value::Str(INDEX_INPUT.into())),
+            }
+            doc.annotate(id, Value::I64(removed.keeper as i64));
+            doc.annotate(self.kind.size_column(), Value::I64(removed.size as i64));
             return Verdict::Drop(self.kind.reason());
         }
         let size = listed
@@ -79,12 +131,20 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
             "{loc} has no finished clusters phase (no _done/clusters.json): run it first"
         ))
     })?;
+    let files = loc.join(FILES);
+    let list: FileList =
+        serde_json::from_slice(&storage.read(&files)?).map_err(|e| Error::Input {
+            url: files.to_string(),
+            message: e.to_string(),
+        })?;
+    let stems = Arc::new(list.files.into_iter().map(|f| f.stem).collect());
     Ok(Step {
         name: STEP.into(),
         stages: Vec::new(),
         per_input: Some(Box::new(DedupFilter {
             kind: config.kind,
             clusters: loc,
+            stems,
         })),
         source: Box::new(crate::signatures::source(config)),
         config_hash: config_hash("dedup-filter", &(config.kind, &marker.config_hash)),

@@ -76,7 +76,7 @@ pub fn index(
     let removed: Vec<Vec<u32>> = list
         .files
         .par_iter()
-        .map(|f| read_dups(storage, clusters, &f.stem).map(|d| d.removed))
+        .map(|f| read_dups(storage, clusters, &f.stem).map(|d| d.removed_rows()))
         .collect::<Result<_>>()?;
     let chunk = chunk_bytes(config, opened.len(), opts.concurrency(plan.todo.len()));
     let input = opts.input.to_string();

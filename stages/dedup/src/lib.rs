@@ -6,9 +6,12 @@
 //! 2. [`buckets`]: per band and hash range, a streaming k-way merge of that section of
 //!    every signature file (and of an earlier run's index with `--against`); equal keys
 //!    become candidate pairs (`pairs/<section>-<range>.pairs`).
-//! 3. [`clusters`]: one task; union-find over all pairs (MinHash) or the groups as they
-//!    are (exact, URL); one keeper per cluster; `<stem>.dups` per input lists the rows
-//!    to remove and the keepers' cluster sizes.
+//! 3. [`clusters`]: union-find over all pairs in one unit (MinHash) or the groups as
+//!    they are (exact, URL); one keeper per cluster; `<stem>.dups` per input lists the
+//!    rows to remove with their keeper and cluster size, and the keepers' cluster
+//!    sizes. MinHash pairs past `clusters_memory_bytes` go through [`components`]:
+//!    rounds of units over node partitions, shared by any number of tasks, each unit
+//!    bounded in memory, with the same bytes out.
 //! 4. [`filter`]: a per-document stage that drops the listed rows (`minhash_dup`,
 //!    `exact_dup`, `url_dup`) and writes `<kind>_cluster_size` on what it keeps.
 //!
@@ -23,6 +26,7 @@
 // (the signature listing lives with `signatures`); no phase imports a later one.
 pub mod buckets;
 pub mod clusters;
+pub mod components;
 pub mod filter;
 pub mod index;
 pub mod signatures;
@@ -34,6 +38,7 @@ pub mod merge;
 pub mod minhash;
 pub mod normalize;
 pub mod pairs;
+pub mod planted;
 pub mod runs;
 
 use serde::{Deserialize, Serialize};
@@ -134,6 +139,12 @@ pub struct Config {
     pub read_chunk_bytes: u64,
     /// Memory the read buffers of one merge may use in all (two chunks per input).
     pub merge_memory_bytes: u64,
+    /// Memory of one unit of the clusters phase (MinHash). Pairs whose union-find fits
+    /// it ([`components::UNION_FIND_BYTES_PER_PAIR`] each) are clustered by one unit;
+    /// more run in rounds of units over partitions of the nodes (see [`components`]),
+    /// each unit within it, whatever the corpus. A task runs up to `threads` units at
+    /// once.
+    pub clusters_memory_bytes: u64,
     /// Exact-substring dedup (`dedup.substring`, `dedup.substring_filter`).
     pub substring: substring::SubstringConfig,
 }
@@ -150,6 +161,7 @@ impl Default for Config {
             batch_docs: 4096,
             read_chunk_bytes: 16 << 20,
             merge_memory_bytes: 1 << 30,
+            clusters_memory_bytes: 4 << 30,
             substring: substring::SubstringConfig::default(),
         }
     }
@@ -187,6 +199,12 @@ impl Config {
         }
         if self.ngram == 0 {
             return bad("dedup: ngram must be at least 1".into());
+        }
+        if self.clusters_memory_bytes < 64 << 10 {
+            return bad(format!(
+                "dedup: clusters_memory_bytes ({}) must be at least 64 KiB",
+                self.clusters_memory_bytes
+            ));
         }
         Ok(())
     }

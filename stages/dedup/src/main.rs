@@ -34,7 +34,8 @@ enum Command {
         #[arg(long)]
         against: Option<String>,
     },
-    /// Phase 3 (one task): --input is the pairs folder; union-find, one keeper per
+    /// Phase 3: --input is the pairs folder; union-find in one unit (task 0), or in
+    /// rounds of units all tasks share past clusters_memory_bytes; one keeper per
     /// cluster, removal lists (<output>/<stem>.dups) and summary.json.
     Clusters {
         #[command(flatten)]
@@ -103,6 +104,16 @@ fn main() -> anyhow::Result<()> {
             let config: dedup::Config = stage.load_config(&storage)?;
             let opts = stage.options()?;
             let report = dedup::clusters::clusters(&storage, &opts, &config)?;
+            if !opts.dry_run {
+                println!(
+                    "{}: task {} of {}: {:.1} s of units, {} bytes written",
+                    dedup::clusters::STEP,
+                    opts.task,
+                    opts.tasks,
+                    report.stats.seconds,
+                    report.stats.bytes_out
+                );
+            }
             if !opts.dry_run && opts.task == 0 {
                 let s = dedup::clusters::read_summary(&storage, &opts.output)?;
                 println!(

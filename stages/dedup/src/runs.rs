@@ -55,7 +55,7 @@ impl Layout {
         self.key_bytes as usize + if self.rank { 8 } else { 0 } + if self.row { 4 } else { 0 }
     }
 
-    fn encode(self, e: &Entry, out: &mut Vec<u8>) {
+    pub(crate) fn encode(self, e: &Entry, out: &mut Vec<u8>) {
         if self.key_bytes == 8 {
             out.extend_from_slice(&((e.key >> 64) as u64).to_le_bytes());
         } else {

@@ -3,6 +3,7 @@
 //! against an index, and one run on the loopback S3 server; exact-substring dedup in
 //! [`substring`].
 
+mod clusters;
 mod substring;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
