@@ -6,6 +6,7 @@
 # the removal lists are checked against the planted clusters.
 # Usage: scripts/bench-dedup-scale.sh <documents> [tasks, default 2] [clusters_memory_bytes,
 #        default 268435456] [documents per input, default 100000]
+# REUSE_BUCKETS=1 keeps the pairs of an earlier run of the same size (clusters only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 docs="${1:?usage: scripts/bench-dedup-scale.sh <documents> [tasks] [memory] [per input]}"
@@ -14,4 +15,5 @@ memory="${3:-268435456}"
 per_file="${4:-100000}"
 cargo build --release --locked -p dedup --bins --examples >/dev/null 2>&1 || cargo build --release --locked -p dedup --bins --examples
 python3 scripts/bench_dedup_scale.py "$docs" --tasks "$tasks" --memory "$memory" \
-  --per-file "$per_file" --json ".cache/bench-dedup-scale/$docs.json"
+  --per-file "$per_file" --json ".cache/bench-dedup-scale/$docs-$memory.json" \
+  ${REUSE_BUCKETS:+--reuse-buckets}

@@ -254,7 +254,12 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
             summary.documents = list.files.iter().map(|f| f.documents).sum();
             summary.pairs = pairs;
             let mut done = finish_summary(storage, output, config, &list, &summary)?;
-            done.stats.merge(&rounds.stats);
+            // The bytes of every round unit once, whichever task ran it (a unit two
+            // tasks ran at once counts once here, twice in their CPU time).
+            let (read, written) = components::unit_bytes(storage, &shape)?;
+            done.stats.bytes_in += read;
+            done.stats.bytes_out += written;
+            done.stats.seconds += rounds.stats.seconds;
             Ok(done)
         },
     )?;
@@ -364,6 +369,7 @@ fn pairs_to_dups(
         }
     }
     let mut outputs = Vec::new();
+    let mut written = 0u64;
     for (f, d) in list.files.iter().zip(per_file.iter_mut()) {
         d.removed.sort_unstable();
         d.removed.dedup_by_key(|r| r.row);
@@ -372,13 +378,16 @@ fn pairs_to_dups(
         let rel = format!("{}{SUFFIX}", f.stem);
         // The unit owns these names: a killed attempt's temporaries go first.
         storage.remove_stale_temporaries(&output.join(&rel))?;
-        storage.put(&output.join(&rel), &d.encode())?;
+        let bytes = d.encode();
+        written += bytes.len() as u64;
+        storage.put(&output.join(&rel), &bytes)?;
         outputs.push(rel);
     }
     let mut done = finish_summary(storage, output, config, list, &summary)?;
     outputs.append(&mut done.outputs);
     done.outputs = outputs;
     done.stats.bytes_in = input_bytes;
+    done.stats.bytes_out = written;
     Ok(done)
 }
 

@@ -147,8 +147,10 @@ impl<'a> Spill<'a> {
         sections: usize,
         budget: u64,
     ) -> Self {
-        // Half the budget for the buffer; an entry takes 32 bytes in it.
-        let cap = ((budget / 2) / 32).clamp(1024, 1 << 28) as usize;
+        // Half the budget for the buffer, reserved whole at the first entry (no doubling
+        // past it); an entry takes 48 bytes in it.
+        let width = std::mem::size_of::<(u32, Entry)>() as u64;
+        let cap = ((budget / 2) / width).clamp(1024, 1 << 28) as usize;
         Spill {
             storage,
             dir: dir.clone(),
@@ -163,6 +165,9 @@ impl<'a> Spill<'a> {
     }
 
     fn push(&mut self, section: u32, e: Entry) -> Result<()> {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(self.cap);
+        }
         self.buf.push((section, e));
         if self.buf.len() >= self.cap {
             self.flush()?;
@@ -951,6 +956,18 @@ pub fn add_partials(storage: &Storage, shape: &Rounds) -> Result<crate::dups::Su
         }
     }
     Ok(total)
+}
+
+/// Bytes read and written by all units of the rounds at `shape`, from their markers.
+pub fn unit_bytes(storage: &Storage, shape: &Rounds) -> Result<(u64, u64)> {
+    let (mut read, mut written) = (0, 0);
+    for m in storage.list(&shape.root.join("_done/"))? {
+        if let Some(marker) = read_marker(storage, &m.location)? {
+            read += marker.stats.bytes_in;
+            written += marker.stats.bytes_out;
+        }
+    }
+    Ok((read, written))
 }
 
 /// Deletes the rounds' files and markers (after the phase's own unit is done).
