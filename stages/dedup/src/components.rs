@@ -124,8 +124,8 @@ fn edge(node: u64, neighbour: u64) -> Entry {
 }
 
 /// Sorted output of one unit: entries by section, spilled to a new part whenever the
-/// buffer holds `cap` entries. Each part is a run file with one section per partition
-/// of the next round.
+/// buffer holds `cap` entries. Each part is a part file (below) with one section per
+/// partition of the next round, or per input group.
 struct Spill<'a> {
     storage: &'a Storage,
     dir: Location,
@@ -224,7 +224,7 @@ impl<'a> Spill<'a> {
     }
 }
 
-/// A k-way merge of one section of many run files, in entry order.
+/// A k-way merge of one section of many part files, in entry order.
 struct Merge {
     readers: Vec<SectionReader>,
     heap: BinaryHeap<Reverse<(Entry, usize)>>,
@@ -349,7 +349,7 @@ fn ends(e: &Entry) -> (u64, u64) {
     ((e.key >> 64) as u64, e.rank)
 }
 
-/// What one round unit did: its parts and the edges it changed.
+/// The two kinds of star round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Star {
     Large,
@@ -511,7 +511,7 @@ fn unit_number(u: &Unit) -> Result<usize> {
         .ok_or_else(|| Error::Usage(format!("{:?} is not a unit of the clusters rounds", u.name)))
 }
 
-/// What a finished round unit left: its parts (with sizes) and the edges it changed.
+/// What a finished round unit left: its parts and the edges it changed.
 #[derive(Debug, Clone)]
 struct Done {
     parts: Vec<Location>,
@@ -521,10 +521,6 @@ struct Done {
 /// Suffix of the file in which a star unit records the edges it changed.
 const CHANGED: &str = ".changed";
 
-/// Runs the units of one round with the other tasks (see the module comment) and
-/// returns what every unit of the round left, in unit order (nothing when `collect` is
-/// false). A unit that two tasks run at once writes the same bytes twice: unlike the
-/// runner's units, a round unit never deletes what an earlier run of it wrote.
 /// What every unit of the rounds shares: where they run, their identity, and what this
 /// task's units did.
 struct Shared<'a> {
@@ -537,6 +533,11 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// Runs the units of one round with the other tasks (see the module comment) and
+    /// returns what every unit of the round left, in unit order (nothing when
+    /// `collect` is false). A unit that two tasks run at once writes the same bytes
+    /// twice: unlike the runner's units, a round unit never deletes what an earlier run
+    /// of it wrote.
     fn share(
         &mut self,
         step: &str,
