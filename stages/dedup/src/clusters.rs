@@ -34,6 +34,8 @@ use crate::{Config, INDEX, Kind, split_global};
 pub const STEP: &str = "dedup.clusters";
 /// Name of the summary.
 pub const SUMMARY: &str = "summary.json";
+/// Version of what the phase writes (part of its configuration hash).
+const FORMAT_VERSION: u32 = 2;
 
 /// Union-find over global numbers, by smaller root.
 #[derive(Debug, Default)]
@@ -151,7 +153,12 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
         .values()
         .map(|(m, _)| (m.relative.clone(), m.size, m.etag.clone()))
         .collect();
-    let hash = config_hash("dedup-clusters", &(config.kind, &files_hash, &inputs));
+    // Version 2 of the output (removal lists that name keepers, `files.json`): a phase
+    // finished before it is redone, and with it what read its lists.
+    let hash = config_hash(
+        "dedup-clusters",
+        &(config.kind, &files_hash, &inputs, FORMAT_VERSION),
+    );
     let unit = Unit {
         name: CLUSTERS_UNIT.into(),
         size: found.values().map(|(m, _)| m.size).sum(),
