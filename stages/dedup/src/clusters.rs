@@ -194,19 +194,14 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
         if plan.todo.is_empty() && !opts.dry_run && opts.task == 0 {
             components::clear(storage, &rounds_dir)?;
         }
-        let report = run_units(
-            STEP,
-            plan,
-            &hash,
-            &buckets.to_string(),
-            storage,
-            &own,
-            |_| Ok(UnitDone::default()),
-        )?;
-        return Ok(if opts.task == 0 {
-            report
-        } else {
-            Report::default()
+        // Nothing to run (plan_units printed the plan of a dry run).
+        return Ok(Report {
+            skipped: if opts.task == 0 {
+                plan.skipped
+            } else {
+                Vec::new()
+            },
+            ..Report::default()
         });
     }
     let root = rounds_dir.join(&format!("{}/", &hash[..hash.len().min(16)]));
@@ -247,7 +242,7 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
             ..Report::default()
         });
     }
-    let mut report = run_units(
+    let report = run_units(
         STEP,
         plan,
         &hash,
@@ -271,7 +266,6 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
         },
     )?;
     components::clear(storage, &rounds_dir)?;
-    report.processed.sort();
     Ok(report)
 }
 

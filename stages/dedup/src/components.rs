@@ -38,6 +38,7 @@ use pipeline::{Error, Location, Report, Result, RunOptions, Stats, Storage, Unit
 
 use crate::dups::{Dups, Removed, SUFFIX};
 use crate::merge::chunk_bytes;
+use crate::minhash::mix;
 use crate::pairs::PAIRS_HEADER;
 use crate::runs::{Entry, FENCES, Layout, Section, SectionReader};
 use crate::signatures::FileList;
@@ -108,11 +109,7 @@ pub fn shape(list: &FileList, pairs: u64, budget: u64, root: Location) -> Rounds
 
 /// The partition of a node (a fixed mix of its global number).
 fn partition(node: u64, partitions: usize) -> u32 {
-    let mut z = node.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z % partitions as u64) as u32
+    (mix(node) % partitions as u64) as u32
 }
 
 fn edge(node: u64, neighbour: u64) -> Entry {

@@ -21,12 +21,19 @@ pub struct MinHasher {
     b: Vec<u64>,
 }
 
-fn splitmix64(state: &mut u64) -> u64 {
+/// One step of a SplitMix64 stream at `state`.
+pub(crate) fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// A fixed mix of one number: the first SplitMix64 output of the stream at `x`.
+pub(crate) fn mix(x: u64) -> u64 {
+    let mut state = x;
+    splitmix64(&mut state)
 }
 
 impl MinHasher {

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use pipeline::{Location, Result, Storage};
 
 use crate::dups::{Dups, Removed};
+use crate::minhash::mix;
 use crate::runs::{Entry, RunWriter};
 use crate::signatures::SUFFIX;
 use crate::{Config, global};
@@ -43,14 +44,6 @@ pub struct Planted {
     pub bands: usize,
     pub seed: u64,
     pub clusters: Vec<Cluster>,
-}
-
-/// SplitMix64: a fixed mix of one number.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 impl Planted {
