@@ -26,6 +26,7 @@ use pipeline::{
 use crate::components::{self, UNION_FIND_BYTES_PER_PAIR};
 pub use crate::dups::Summary;
 use crate::dups::{CLUSTERS_UNIT, Dups, Removed, SUFFIX};
+use crate::ids::{KeeperIds, attach_names};
 use crate::pairs::{PAIRS_HEADER, read_pairs_header, unit_name};
 use crate::signatures::{FILES, FileList};
 use crate::{Config, INDEX, Kind, split_global};
@@ -35,7 +36,7 @@ pub const STEP: &str = "dedup.clusters";
 /// Name of the summary.
 pub const SUMMARY: &str = "summary.json";
 /// Version of what the phase writes (part of its configuration hash).
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 
 /// Union-find over global numbers, by smaller root.
 #[derive(Debug, Default)]
@@ -153,8 +154,9 @@ pub fn clusters(storage: &Storage, opts: &RunOptions, config: &Config) -> Result
         .values()
         .map(|(m, _)| (m.relative.clone(), m.size, m.etag.clone()))
         .collect();
-    // Version 2 of the output (removal lists that name keepers, `files.json`): a phase
-    // finished before it is redone, and with it what read its lists.
+    // Version 3 of the output (removal lists that name keepers and their ids,
+    // `files.json`): a phase finished before it is redone, and with it what read its
+    // lists.
     let hash = config_hash(
         "dedup-clusters",
         &(config.kind, &files_hash, &inputs, FORMAT_VERSION),
@@ -369,13 +371,34 @@ fn pairs_to_dups(
                 .push((row, (*size).min(u32::MAX as u64) as u32));
         }
     }
-    let mut outputs = Vec::new();
-    let mut written = 0u64;
-    for (f, d) in list.files.iter().zip(per_file.iter_mut()) {
+    for d in per_file.iter_mut() {
         d.removed.sort_unstable();
         d.removed.dedup_by_key(|r| r.row);
         d.keepers.sort_unstable();
         summary.removed += d.removed.len() as u64;
+    }
+    // The keepers' ids, each input's id file streamed once.
+    let mut keepers: Vec<u64> = per_file
+        .iter()
+        .flat_map(|d| d.removed.iter().map(|r| r.keeper))
+        .filter(|k| *k != INDEX)
+        .collect();
+    keepers.sort_unstable();
+    keepers.dedup();
+    let stems: Vec<String> = list.files.iter().map(|f| f.stem.clone()).collect();
+    let mut lookup = KeeperIds::new(storage, &list.signatures, &stems, 1 << 20)?;
+    let mut next = keepers.into_iter();
+    attach_names(
+        &mut per_file,
+        || match next.next() {
+            Some(k) => Ok(lookup.get(k)?.map(|id| (k, id))),
+            None => Ok(None),
+        },
+        &list.signatures,
+    )?;
+    let mut outputs = Vec::new();
+    let mut written = 0u64;
+    for (f, d) in list.files.iter().zip(per_file.iter_mut()) {
         let rel = format!("{}{SUFFIX}", f.stem);
         // The unit owns these names: a killed attempt's temporaries go first.
         storage.remove_stale_temporaries(&output.join(&rel))?;
@@ -462,6 +485,7 @@ mod tests {
             documents: 10,
             removed: vec![removed(1, 0), removed(4, 1 << 32), removed(7, 2 << 32)],
             keepers: vec![(0, 3), (2, 2)],
+            names: vec![(1 << 32, "<urn:uuid:1>".into()), (2 << 32, "é".into())],
         };
         assert_eq!(Dups::decode(&d.encode(), "x").expect("decode"), d);
         assert!(Dups::decode(&d.encode()[..30], "x").is_err());

@@ -37,6 +37,7 @@ use pipeline::marker::{Marker, marker_location, read_marker, write_marker};
 use pipeline::{Error, Location, Report, Result, RunOptions, Stats, Storage, Unit, UnitDone};
 
 use crate::dups::{Dups, Removed, SUFFIX};
+use crate::ids::{KeeperIds, attach_names};
 use crate::merge::chunk_bytes;
 use crate::minhash::mix;
 use crate::pairs::PAIRS_HEADER;
@@ -86,8 +87,9 @@ pub fn shape(list: &FileList, pairs: u64, budget: u64, root: Location) -> Rounds
     // sorted in memory up to half the budget.
     let edge_bytes = pairs.saturating_mul(32);
     let partitions = edge_bytes.div_ceil((budget / 2).max(1)).clamp(1, 4096) as usize;
-    // A write unit holds the removal lists of its inputs: 16 bytes per row at most.
-    let per_group = (budget / 2 / 16).max(1);
+    // A write unit holds the removal lists of its inputs: 16 bytes per row at most, and
+    // the id of each keeper they name (about 96 bytes with a 47-byte WARC-Record-ID).
+    let per_group = (budget / 2 / (16 + 96)).max(1);
     let mut groups = Vec::new();
     let mut start = 0;
     let mut docs = 0u64;
@@ -199,11 +201,7 @@ impl<'a> Spill<'a> {
             table.extend_from_slice(&((at - start) as u64).to_le_bytes());
             offset += ((at - start) * self.layout.width()) as u64;
         }
-        table.extend_from_slice(&(self.sections as u32).to_le_bytes());
-        table.push(self.layout.key_bytes);
-        table.push(u8::from(self.layout.rank) | (u8::from(self.layout.row) << 1));
-        table.extend_from_slice(&[0, 0]);
-        table.extend_from_slice(PART_MAGIC);
+        trailer(&mut table, self.sections, self.layout, PART_MAGIC);
         w.write_all(&table).map_err(io)?;
         let writer = w
             .into_inner()
@@ -218,6 +216,206 @@ impl<'a> Spill<'a> {
     fn finish(mut self) -> Result<(Vec<String>, u64)> {
         self.flush()?;
         Ok((self.parts, self.bytes))
+    }
+}
+
+/// Ends a part file's section table: the section count, the layout and the magic.
+fn trailer(table: &mut Vec<u8>, sections: usize, layout: Layout, magic: &[u8; 8]) {
+    table.extend_from_slice(&(sections as u32).to_le_bytes());
+    table.push(layout.key_bytes);
+    table.push(u8::from(layout.rank) | (u8::from(layout.row) << 1));
+    table.extend_from_slice(&[0, 0]);
+    table.extend_from_slice(magic);
+}
+
+/// The id parts of the ids round: per input group, (keeper u64, length u32, id bytes)
+/// in ascending order of keeper, as the ids unit finds them (no sort); a new part
+/// whenever the buffers hold half the budget. Same trailer as the edge parts, with an
+/// empty layout, counts in bytes and its own magic.
+struct IdSpill<'a> {
+    storage: &'a Storage,
+    dir: Location,
+    unit: String,
+    cap: usize,
+    held: usize,
+    buf: Vec<Vec<u8>>,
+    parts: Vec<String>,
+    bytes: u64,
+}
+
+const ID_PART_MAGIC: &[u8; 8] = b"TMIDPT01";
+const NO_LAYOUT: Layout = Layout {
+    key_bytes: 0,
+    rank: false,
+    row: false,
+};
+
+impl<'a> IdSpill<'a> {
+    fn new(storage: &'a Storage, dir: &Location, unit: &str, sections: usize, budget: u64) -> Self {
+        IdSpill {
+            storage,
+            dir: dir.clone(),
+            unit: unit.to_string(),
+            cap: (budget / 2).max(1 << 16) as usize,
+            held: 0,
+            buf: vec![Vec::new(); sections],
+            parts: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    fn push(&mut self, section: u32, keeper: u64, id: &str) -> Result<()> {
+        let b = &mut self.buf[section as usize];
+        b.extend_from_slice(&keeper.to_le_bytes());
+        b.extend_from_slice(&(id.len() as u32).to_le_bytes());
+        b.extend_from_slice(id.as_bytes());
+        self.held += 12 + id.len();
+        if self.held >= self.cap {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.held == 0 && !self.parts.is_empty() {
+            return Ok(());
+        }
+        let rel = format!("{}.{:04}{PART}", self.unit, self.parts.len());
+        let loc = self.dir.join(&rel);
+        self.storage.remove_stale_temporaries(&loc)?;
+        let url = loc.to_string();
+        let io = |e| Error::from_io_error("writing", &url, e);
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, self.storage.create(&loc)?);
+        let mut table = Vec::with_capacity(self.buf.len() * 16 + 16);
+        let mut offset = 0u64;
+        for b in &mut self.buf {
+            w.write_all(b).map_err(io)?;
+            table.extend_from_slice(&offset.to_le_bytes());
+            table.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            offset += b.len() as u64;
+            b.clear();
+        }
+        trailer(&mut table, self.buf.len(), NO_LAYOUT, ID_PART_MAGIC);
+        w.write_all(&table).map_err(io)?;
+        let writer = w
+            .into_inner()
+            .map_err(|e| Error::from_io_error("writing", &url, e.into_error()))?;
+        self.bytes += writer.finish()?;
+        self.held = 0;
+        self.parts.push(rel);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(Vec<String>, u64)> {
+        self.flush()?;
+        Ok((self.parts, self.bytes))
+    }
+}
+
+/// One section of id parts, read in order in chunks: (keeper, id) ascending.
+struct IdReader<'a> {
+    storage: &'a Storage,
+    files: Vec<Location>,
+    chunk: u64,
+    file: usize,
+    loc: Option<Location>,
+    pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    at: usize,
+    section: usize,
+}
+
+impl<'a> IdReader<'a> {
+    fn new(storage: &'a Storage, files: Vec<Location>, section: usize, chunk: u64) -> Self {
+        IdReader {
+            storage,
+            files,
+            chunk: chunk.max(1 << 16),
+            file: 0,
+            loc: None,
+            pos: 0,
+            end: 0,
+            buf: Vec::new(),
+            at: 0,
+            section,
+        }
+    }
+
+    /// Makes `n` bytes available at `self.at`, reading on; false at the section's end.
+    fn fill(&mut self, n: usize) -> Result<bool> {
+        while self.buf.len() - self.at < n {
+            if self.pos == self.end {
+                return Ok(false);
+            }
+            let Some(loc) = self.loc.as_ref() else {
+                return Ok(false);
+            };
+            let want = self.chunk.max(n as u64).min(self.end - self.pos);
+            let got = self.storage.read_range(loc, self.pos, want)?;
+            if got.len() as u64 != want {
+                return Err(Error::Input {
+                    url: loc.to_string(),
+                    message: format!("short read at {} of an id part", self.pos),
+                });
+            }
+            self.pos += want;
+            self.buf.drain(..self.at);
+            self.at = 0;
+            self.buf.extend_from_slice(&got);
+        }
+        Ok(true)
+    }
+
+    fn next(&mut self) -> Result<Option<(u64, String)>> {
+        loop {
+            if self.fill(12)? {
+                let b = &self.buf[self.at..];
+                let k = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+                let len = u32::from_le_bytes(b[8..12].try_into().unwrap_or_default()) as usize;
+                let url = self.loc.as_ref().map(|l| l.to_string()).unwrap_or_default();
+                if !self.fill(12 + len)? {
+                    return Err(Error::Input {
+                        url,
+                        message: "an id part's section ends inside a record".into(),
+                    });
+                }
+                let id = std::str::from_utf8(&self.buf[self.at + 12..self.at + 12 + len])
+                    .map_err(|_| Error::Input {
+                        url,
+                        message: format!("keeper {k:#x}: id is not UTF-8"),
+                    })?
+                    .to_string();
+                self.at += 12 + len;
+                return Ok(Some((k, id)));
+            }
+            if self.at != self.buf.len() {
+                return Err(Error::Input {
+                    url: self.loc.as_ref().map(|l| l.to_string()).unwrap_or_default(),
+                    message: "an id part's section ends inside a record".into(),
+                });
+            }
+            // The next part (parts of lower input groups first: their keepers are smaller).
+            let Some(loc) = self.files.get(self.file).cloned() else {
+                return Ok(None);
+            };
+            self.file += 1;
+            let size = self
+                .storage
+                .head(&loc)?
+                .ok_or_else(|| Error::Input {
+                    url: loc.to_string(),
+                    message: "an id part of the clusters rounds is missing".into(),
+                })?
+                .size;
+            let (_, offset, count) =
+                part_table(self.storage, &loc, size, self.section, ID_PART_MAGIC)?;
+            self.pos = offset;
+            self.end = offset + count;
+            self.buf.clear();
+            self.at = 0;
+            self.loc = Some(loc);
+        }
     }
 }
 
@@ -304,6 +502,26 @@ fn part_section(
     size: u64,
     section: usize,
 ) -> Result<(Layout, Section)> {
+    let (layout, offset, count) = part_table(storage, loc, size, section, PART_MAGIC)?;
+    Ok((
+        layout,
+        Section {
+            offset,
+            count,
+            fences: vec![0; FENCES],
+        },
+    ))
+}
+
+/// The layout, offset and count of section `section` of a part file whose trailer
+/// ends in `magic` (for an id part the layout is empty and the count is bytes).
+fn part_table(
+    storage: &Storage,
+    loc: &Location,
+    size: u64,
+    section: usize,
+    magic: &[u8; 8],
+) -> Result<(Layout, u64, u64)> {
     let bad = |m: &str| Error::Input {
         url: loc.to_string(),
         message: format!("not a part file of the clusters rounds ({size} bytes): {m}"),
@@ -312,7 +530,7 @@ fn part_section(
         return Err(bad("too short"));
     }
     let t = storage.read_range(loc, size - PART_TRAILER, PART_TRAILER)?;
-    if t.len() != PART_TRAILER as usize || &t[8..] != PART_MAGIC {
+    if t.len() != PART_TRAILER as usize || &t[8..] != magic {
         return Err(bad("no magic at the end"));
     }
     let sections = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as u64;
@@ -328,17 +546,10 @@ fn part_section(
     let b = storage.read_range(loc, table + section as u64 * 16, 16)?;
     let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
     let (offset, count) = (u(0), u(8));
-    if b.len() != 16 || offset + count * layout.width() as u64 > table {
+    if b.len() != 16 || offset + count * layout.width().max(1) as u64 > table {
         return Err(bad("section past the table"));
     }
-    Ok((
-        layout,
-        Section {
-            offset,
-            count,
-            fences: vec![0; FENCES],
-        },
-    ))
+    Ok((layout, offset, count))
 }
 
 /// The node and neighbour of an edge entry.
@@ -468,10 +679,18 @@ pub fn run(
         )
     })?;
     drop_parts(storage, &ropts, &inputs)?;
+    let stems: Vec<String> = list.files.iter().map(|f| f.stem.clone()).collect();
+    let units = named_units("ci", groups, &version);
+    let ids = ctx.share("dedup.clusters.ids", units, true, |u| {
+        let g = unit_number(u)?;
+        ids_unit(storage, config, shape, list, &stems, &records, g, &u.name)
+    })?;
     let units = named_units("cw", groups, &version);
     ctx.share("dedup.clusters.write", units, false, |u| {
         let g = unit_number(u)?;
-        write_unit(storage, config, shape, list, &records, g, &u.name, output)
+        write_unit(
+            storage, config, shape, list, &records, &ids, g, &u.name, output,
+        )
     })?;
     Ok(ctx.report)
 }
@@ -770,7 +989,9 @@ fn star_unit(
 }
 
 /// The finish unit of partition `q`: the stars of the last round, read twice (the size
-/// of each star, then one record per member), partitioned by the member's input group.
+/// of each star, then one record per member), partitioned by the member's input group;
+/// and, for the ids round, one request (keeper, the removed member's input group) per
+/// removed member, partitioned by the keeper's input group (parts named `.req`).
 #[allow(clippy::too_many_arguments)]
 fn finish_unit(
     storage: &Storage,
@@ -805,13 +1026,15 @@ fn finish_unit(
             .and_then(|(f, _)| group_of.get(f).copied())
             .unwrap_or(0)
     };
-    let mut out = Spill::new(
+    let half = config.clusters_memory_bytes / 2;
+    let mut out = Spill::new(storage, &shape.root, name, RECORDS, groups, half);
+    let mut requests = Spill::new(
         storage,
         &shape.root,
-        name,
-        RECORDS,
+        &format!("{name}{REQUESTS}"),
+        EDGES,
         groups,
-        config.clusters_memory_bytes,
+        half,
     );
     let mut merge = Merge::open(storage, &files, q, config)?;
     let (mut last, mut node) = (None, None);
@@ -835,6 +1058,69 @@ fn finish_unit(
         }
         if let Some((c, size)) = centre {
             out.push(section(v), record(v, c, size))?;
+            if c != INDEX {
+                requests.push(section(c), edge(c, section(v) as u64))?;
+            }
+        }
+    }
+    let (mut parts, mut bytes) = out.finish()?;
+    let (more, more_bytes) = requests.finish()?;
+    parts.extend(more);
+    bytes += more_bytes;
+    Ok(UnitDone {
+        outputs: parts,
+        stats: Stats {
+            bytes_in: read * 16,
+            bytes_out: bytes,
+            ..Stats::default()
+        },
+    })
+}
+
+/// What marks the finish units' request parts among their parts.
+const REQUESTS: &str = ".req";
+
+/// The parts of `inputs` that are requests (`true`) or records (`false`).
+fn parts_of(inputs: &[Done], requests: bool) -> Vec<Location> {
+    all_parts(inputs)
+        .into_iter()
+        .filter(|l| l.to_string().contains(&format!("{REQUESTS}.")) == requests)
+        .collect()
+}
+
+/// The ids unit of input group `g`: the requests for its keepers, sorted by keeper,
+/// answered from its inputs' id files (each streamed once) into id parts by the
+/// requesting group.
+#[allow(clippy::too_many_arguments)]
+fn ids_unit(
+    storage: &Storage,
+    config: &Config,
+    shape: &Rounds,
+    list: &FileList,
+    stems: &[String],
+    inputs: &[Done],
+    g: usize,
+    name: &str,
+) -> Result<UnitDone> {
+    let files = parts_of(inputs, true);
+    let budget = config.clusters_memory_bytes;
+    let mut merge = Merge::open(storage, &files, g, config)?;
+    let mut out = IdSpill::new(storage, &shape.root, name, shape.groups.len(), budget / 2);
+    let mut lookup = KeeperIds::new(storage, &list.signatures, stems, (budget / 8) as usize)?;
+    let (mut last, mut id) = (None, None::<(u64, String)>);
+    let mut read = 0u64;
+    while let Some(e) = merge.next(&mut last)? {
+        read += 1;
+        let (k, h) = ends(&e);
+        if id.as_ref().is_none_or(|(at, _)| *at != k) {
+            let found = lookup.get(k)?.ok_or_else(|| Error::Input {
+                url: shape.root.to_string(),
+                message: format!("a request for the id of {k:#x}, which is no document"),
+            })?;
+            id = Some((k, found));
+        }
+        if let Some((_, text)) = &id {
+            out.push(h as u32, k, text)?;
         }
     }
     let (parts, bytes) = out.finish()?;
@@ -870,11 +1156,12 @@ fn write_unit(
     shape: &Rounds,
     list: &FileList,
     inputs: &[Done],
+    ids: &[Done],
     g: usize,
     name: &str,
     output: &Location,
 ) -> Result<UnitDone> {
-    let files = all_parts(inputs);
+    let files = parts_of(inputs, false);
     let range = shape.groups[g].clone();
     let mut per_file: Vec<Dups> = list.files[range.clone()]
         .iter()
@@ -914,6 +1201,10 @@ fn write_unit(
             });
         }
     }
+    // The keepers' ids, from the id parts of every ids unit in order of input group.
+    let chunk = config.clusters_memory_bytes / 8;
+    let mut names = IdReader::new(storage, all_parts(ids), g, chunk);
+    attach_names(&mut per_file, || names.next(), &shape.root.to_string())?;
     let mut written = 0u64;
     for (f, d) in list.files[range].iter().zip(&per_file) {
         let bytes = d.encode();

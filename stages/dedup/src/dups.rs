@@ -1,14 +1,18 @@
 //! The removal lists of the clusters phase, read by the filter and index phases:
 //! `<stem>.dups` per input,
 //! ```text
-//! "TMDUPS02", version u32, 0u32, documents u64, removed u64, keepers u64,
+//! "TMDUPS03", version u32, 0u32, documents u64, removed u64, keepers u64, names u64,
+//! name bytes u64,
 //! removed × (row u32, cluster size u32, keeper u64) (sorted by row),
-//! keepers × (row u32, cluster size u32) (sorted by row)
+//! keepers × (row u32, cluster size u32) (sorted by row),
+//! names × (keeper u64, end u64) (sorted by keeper), then the names' UTF-8 bytes
 //! ```
 //! A removed row names its cluster's keeper by global number (see [`crate::global`]:
 //! the input's position in the clusters phase's `files.json`, and the row), or
 //! [`crate::INDEX`] when the cluster matched the index of an earlier run; the keeper's
-//! global number is also the cluster's id.
+//! global number is also the cluster's id. The names table holds the document id of
+//! every keeper this input's removed rows name (from the signatures' id files; `end`
+//! is where the id ends in the bytes after the table, the next starts there).
 
 use std::collections::BTreeMap;
 
@@ -21,8 +25,9 @@ pub const SUFFIX: &str = ".dups";
 /// The clusters phase's one unit: its marker, `_done/clusters.json` below the removal
 /// lists, says they are complete (the filter and index phases read it).
 pub const CLUSTERS_UNIT: &str = "clusters";
-const MAGIC: &[u8; 8] = b"TMDUPS02";
-const HEAD: usize = 40;
+const MAGIC: &[u8; 8] = b"TMDUPS03";
+const VERSION: u32 = 3;
+const HEAD: usize = 56;
 
 /// What the clusters phase found (`summary.json`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -63,19 +68,27 @@ pub struct Dups {
     pub removed: Vec<Removed>,
     /// Keepers of clusters of two or more: (row, cluster size), sorted.
     pub keepers: Vec<(u32, u32)>,
+    /// The document id of each keeper that a removed row names (the index excepted),
+    /// sorted by keeper.
+    pub names: Vec<(u64, String)>,
 }
 
 impl Dups {
     /// The file's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEAD + self.removed.len() * 16 + self.keepers.len() * 8);
+        let text: usize = self.names.iter().map(|(_, n)| n.len()).sum();
+        let mut b = Vec::with_capacity(
+            HEAD + self.removed.len() * 16 + self.keepers.len() * 8 + self.names.len() * 16 + text,
+        );
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
         for v in [
             self.documents,
             self.removed.len() as u64,
             self.keepers.len() as u64,
+            self.names.len() as u64,
+            text as u64,
         ] {
             b.extend_from_slice(&v.to_le_bytes());
         }
@@ -88,6 +101,15 @@ impl Dups {
             b.extend_from_slice(&r.to_le_bytes());
             b.extend_from_slice(&s.to_le_bytes());
         }
+        let mut end = 0u64;
+        for (k, n) in &self.names {
+            end += n.len() as u64;
+            b.extend_from_slice(&k.to_le_bytes());
+            b.extend_from_slice(&end.to_le_bytes());
+        }
+        for (_, n) in &self.names {
+            b.extend_from_slice(n.as_bytes());
+        }
         b
     }
 
@@ -99,16 +121,16 @@ impl Dups {
         };
         if b.len() < HEAD || &b[..8] != MAGIC {
             return Err(bad(
-                "no magic (lists written before version 2 name no keepers: rerun the clusters phase)",
+                "no magic (lists written before version 3 name no keepers' ids: rerun the clusters phase)",
             ));
         }
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
         let (documents, nr, nk) = (u64_at(16), u64_at(24) as usize, u64_at(32) as usize);
-        let expected = nr
-            .checked_mul(16)
-            .and_then(|r| nk.checked_mul(8).and_then(|k| r.checked_add(k)))
-            .and_then(|n| n.checked_add(HEAD));
+        let (nn, text) = (u64_at(40) as usize, u64_at(48) as usize);
+        let expected = [(nr, 16), (nk, 8), (nn, 16), (text, 1)]
+            .into_iter()
+            .try_fold(HEAD, |at, (n, w)| n.checked_mul(w)?.checked_add(at));
         if expected != Some(b.len()) {
             return Err(bad("length does not match its counts"));
         }
@@ -126,16 +148,41 @@ impl Dups {
         let keepers = (0..nk)
             .map(|i| (u32_at(base + i * 8), u32_at(base + i * 8 + 4)))
             .collect();
+        let table = base + nk * 8;
+        let blob = &b[table + nn * 16..];
+        let mut start = 0usize;
+        let mut names = Vec::with_capacity(nn);
+        for i in 0..nn {
+            let (k, end) = (u64_at(table + i * 16), u64_at(table + i * 16 + 8) as usize);
+            let id = blob
+                .get(start..end)
+                .and_then(|t| std::str::from_utf8(t).ok())
+                .ok_or_else(|| bad(&format!("name {i} is not UTF-8 within the names' bytes")))?;
+            if names.last().is_some_and(|(last, _)| *last >= k) {
+                return Err(bad("names are not sorted by keeper"));
+            }
+            names.push((k, id.to_string()));
+            start = end;
+        }
         Ok(Dups {
             documents,
             removed,
             keepers,
+            names,
         })
     }
 
     /// The removed rows, sorted.
     pub fn removed_rows(&self) -> Vec<u32> {
         self.removed.iter().map(|r| r.row).collect()
+    }
+
+    /// The document id of keeper `keeper` (a global number), when a removed row names it.
+    pub fn keeper_id(&self, keeper: u64) -> Option<&str> {
+        self.names
+            .binary_search_by_key(&keeper, |(k, _)| *k)
+            .ok()
+            .map(|i| self.names[i].1.as_str())
     }
 
     /// What the list says of `row`: removed (with its keeper), or a keeper.

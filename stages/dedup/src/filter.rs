@@ -1,9 +1,10 @@
 //! Phase 4: a per-document stage that drops the rows the clusters phase listed and writes
 //! `<kind>_cluster_size` on what it keeps (1 for documents in no cluster), so a later mix
 //! can re-weight by it. A dropped document (kept under `_rejected/` with
-//! `keep_rejected`) names what it matched: `<kind>_keeper_input` (the keeper's input,
-//! or `index` for a document of an earlier run), `<kind>_keeper_row` (its row there),
-//! `<kind>_cluster_id` (the keeper's global number) and `<kind>_cluster_size`.
+//! `keep_rejected`) names what it matched: `<kind>_keeper_id` (the keeper's document
+//! id), `<kind>_keeper_input` (the keeper's input, or `index` for a document of an
+//! earlier run), `<kind>_keeper_row` (its row there), `<kind>_cluster_id` (the keeper's
+//! global number) and `<kind>_cluster_size`.
 
 use pipeline::cli::config_hash;
 use pipeline::shard::ShardOptions;
@@ -42,16 +43,28 @@ pub struct BoundFilter {
     stems: Arc<Vec<String>>,
 }
 
-/// Names of the columns a dropped document gets.
-fn keeper_columns(kind: Kind) -> [&'static str; 3] {
+/// Names of the columns a dropped document gets: the keeper's input, row and document
+/// id, and the cluster id.
+fn keeper_columns(kind: Kind) -> [&'static str; 4] {
     match kind {
         Kind::Minhash => [
             "minhash_keeper_input",
             "minhash_keeper_row",
+            "minhash_keeper_id",
             "minhash_cluster_id",
         ],
-        Kind::Exact => ["exact_keeper_input", "exact_keeper_row", "exact_cluster_id"],
-        Kind::Url => ["url_keeper_input", "url_keeper_row", "url_cluster_id"],
+        Kind::Exact => [
+            "exact_keeper_input",
+            "exact_keeper_row",
+            "exact_keeper_id",
+            "exact_cluster_id",
+        ],
+        Kind::Url => [
+            "url_keeper_input",
+            "url_keeper_row",
+            "url_keeper_id",
+            "url_cluster_id",
+        ],
     }
 }
 
@@ -61,7 +74,7 @@ impl InputStage for DedupFilter {
     }
 
     fn columns(&self) -> Vec<Column> {
-        let [input, row, id] = keeper_columns(self.kind);
+        let [input, row, doc_id, id] = keeper_columns(self.kind);
         vec![
             Column {
                 name: self.kind.size_column(),
@@ -74,6 +87,10 @@ impl InputStage for DedupFilter {
             Column {
                 name: row,
                 kind: ColumnKind::I64,
+            },
+            Column {
+                name: doc_id,
+                kind: ColumnKind::Str,
             },
             Column {
                 name: id,
@@ -96,12 +113,15 @@ impl RowStage for BoundFilter {
         // The signatures phase refuses inputs with rows past u32: none is listed.
         let listed = u32::try_from(row).ok();
         if let Some(removed) = listed.and_then(|r| self.dups.removal(r)) {
-            let [input, row, id] = keeper_columns(self.kind);
+            let [input, row, doc_id, id] = keeper_columns(self.kind);
             match split_global(removed.keeper) {
                 Some((f, keeper_row)) => {
                     let stem = self.stems.get(f).map_or("", |s| s.as_str());
                     doc.annotate(input, Value::Str(stem.to_string()));
                     doc.annotate(row, Value::I64(keeper_row as i64));
+                    if let Some(k) = self.dups.keeper_id(removed.keeper) {
+                        doc.annotate(doc_id, Value::Str(k.to_string()));
+                    }
                 }
                 None => doc.annotate(input, Value::Str(INDEX_INPUT.into())),
             }

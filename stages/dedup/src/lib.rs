@@ -33,6 +33,7 @@ pub mod signatures;
 pub mod substring;
 // The file formats and shared machinery.
 pub mod dups;
+pub mod ids;
 pub mod index_files;
 pub mod merge;
 pub mod minhash;

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use pipeline::{Location, Result, Storage};
 
 use crate::dups::{Dups, Removed};
+use crate::ids::IdsWriter;
 use crate::minhash::mix;
 use crate::runs::{Entry, RunWriter};
 use crate::signatures::SUFFIX;
@@ -236,6 +237,12 @@ impl Planted {
                 });
             }
         }
+        let mut ids = IdsWriter::default();
+        for row in 0..rows {
+            ids.push(&Self::id(first + row));
+        }
+        let ids = ids.finish();
+        storage.put(&crate::ids::location(out, &format!("part-{f:06}")), &ids)?;
         let loc = out.join(&format!("part-{f:06}{SUFFIX}"));
         let mut w = RunWriter::create(storage, &loc, config.kind.layout())?;
         for s in &mut sections {
@@ -245,7 +252,12 @@ impl Planted {
                 w.push(e)?;
             }
         }
-        w.finish(rows)
+        Ok(w.finish(rows)? + ids.len() as u64)
+    }
+
+    /// The id of document `d`.
+    pub fn id(d: u64) -> String {
+        format!("planted-{d}")
     }
 
     /// Each cluster's keeper: its smallest document.
@@ -281,8 +293,11 @@ impl Planted {
                     size,
                     keeper: place(keeper),
                 });
+                d.names.push((place(keeper), Self::id(keeper)));
             }
         }
+        d.names.sort_unstable();
+        d.names.dedup();
         d
     }
 }

@@ -13,6 +13,7 @@ use pipeline::{
     Stats, Storage,
 };
 
+use crate::ids::IdsWriter;
 use crate::minhash::MinHasher;
 use crate::normalize::{normalize_into, parse_date, text_key, url_key};
 use crate::runs::{Entry, Header, RunWriter, read_header};
@@ -37,7 +38,8 @@ pub fn source(config: &Config) -> DocumentSource {
 
 /// The configuration hash of signatures.
 pub fn hash(config: &Config) -> String {
-    config_hash("dedup-signatures", &config.signature_key())
+    // Version 2: an id file beside each signature file.
+    config_hash("dedup-signatures", &(config.signature_key(), 2))
 }
 
 /// Runs one task of the signature phase.
@@ -117,8 +119,12 @@ fn sign_input(
     let mut stats = Stats::default();
     let mut sections: Vec<Vec<Entry>> = vec![Vec::new(); config.sections()];
     let mut rows: u64 = 0;
+    let mut ids = IdsWriter::default();
     for batch in source.read(storage, &p.meta, &p.relative)? {
         let batch = batch?;
+        for d in &batch.docs {
+            ids.push(&d.id);
+        }
         batch.count_drops(&mut stats, &p.meta.location);
         if rows + batch.docs.len() as u64 > u32::MAX as u64 {
             return Err(pipeline::Error::Usage(format!(
@@ -161,9 +167,15 @@ fn sign_input(
         }
     }
     stats.bytes_out = w.finish(rows)?;
+    let ids = ids.finish();
+    let ids_rel = format!("{}{}", p.stem, crate::ids::SUFFIX);
+    let ids_loc = opts.output.join(&ids_rel);
+    storage.remove_stale_temporaries(&ids_loc)?;
+    storage.put(&ids_loc, &ids)?;
+    stats.bytes_out += ids.len() as u64;
     stats.bytes_in = p.meta.size;
     stats.seconds = start.elapsed().as_secs_f64();
-    finish_input(storage, &marker, STEP, hash, p, vec![rel], &stats)?;
+    finish_input(storage, &marker, STEP, hash, p, vec![ids_rel, rel], &stats)?;
     Ok(stats)
 }
 

@@ -211,16 +211,18 @@ fn a_removed_document_names_its_keeper() {
                 .expect("int64")
                 .clone()
         };
-        let (input, row, id, size) = (
+        let (input, row, keeper, id, size) = (
             text("minhash_keeper_input"),
             int("minhash_keeper_row"),
+            text("minhash_keeper_id"),
             int("minhash_cluster_id"),
             int("minhash_cluster_size"),
         );
         for (i, d) in batch.docs.into_iter().enumerate() {
-            assert!(input.is_valid(i) && row.is_valid(i));
+            assert!(input.is_valid(i) && row.is_valid(i) && keeper.is_valid(i));
             rows.push((
                 d.id,
+                keeper.value(i).to_string(),
                 input.value(i).to_string(),
                 row.value(i),
                 id.value(i),
@@ -230,6 +232,13 @@ fn a_removed_document_names_its_keeper() {
     }
     assert_eq!(
         rows,
-        vec![("b0".to_string(), "a".to_string(), 0, 1i64 << 32, 2)]
+        vec![(
+            "b0".to_string(),
+            "a0".to_string(),
+            "a".to_string(),
+            0,
+            1i64 << 32,
+            2
+        )]
     );
 }
