@@ -252,6 +252,9 @@ fn main() -> anyhow::Result<()> {
             let p = Pipeline::load(&storage, &pipeline)?;
             let (i, spec) = p.step(&step)?;
             let kind = spec.kind()?;
+            if kind == jobs::spec::Kind::DedupClusters {
+                dedup::components::one_allocator_arena();
+            }
             let n = p.tasks_of(i, tasks);
             // A one-task step (the train step of a multi-node job among them) is task 0
             // whatever index the engine gives its processes.

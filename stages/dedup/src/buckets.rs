@@ -21,7 +21,7 @@ use pipeline::{
 };
 
 use crate::index_files::index_runs;
-use crate::merge::{MergeInput, Merger, chunk_bytes};
+use crate::merge::{MergeInput, Merger, Origin, chunk_bytes};
 use crate::pairs::{encode_header, parse_unit_name, unit_name};
 use crate::runs::{Header, Section, SectionReader, slots};
 use crate::signatures::{FILES, list_signatures};
@@ -49,11 +49,13 @@ pub fn buckets(
     against: Option<&Location>,
 ) -> Result<Report> {
     config.validate()?;
-    let (list, opened) = list_signatures(storage, &opts.input, config)?;
+    let (mut list, opened) = list_signatures(storage, &opts.input, config)?;
     let runs = match against {
         Some(index) => index_runs(storage, index, config)?,
         None => Vec::new(),
     };
+    // The index runs' names, in the order of their nodes, for the removal lists to name.
+    list.index_runs = runs.iter().map(|(r, _)| r.clone()).collect();
     let sections = config.sections();
     let ranges = ranges_for(sections, opts.tasks);
     let files_hash = list.hash();
@@ -66,7 +68,9 @@ pub fn buckets(
             config.signature_key(),
             ranges,
             &files_hash,
-            against.map(|a| a.to_string()),
+            // Against an index, version 2 of the pairs: an index run is paired with
+            // the first document of a group only (a run without one keeps its hash).
+            against.map(|a| format!("{a} pairs-v2")),
             &run_names,
         ),
     );
@@ -100,7 +104,7 @@ pub fn buckets(
     run_units(STEP, plan, &hash, &input, storage, opts, |unit| {
         let (s, r) = parse_unit_name(&unit.name)?;
         let mut inputs: Vec<MergeInput> = Vec::with_capacity(fan_in);
-        for (_, files) in &runs {
+        for (run, (_, files)) in runs.iter().enumerate() {
             let (m, h) = &files[s];
             inputs.push(MergeInput {
                 reader: SectionReader::open(
@@ -111,7 +115,7 @@ pub fn buckets(
                     slots(r, ranges),
                     chunk,
                 ),
-                file: None,
+                origin: Origin::IndexRun(run as u32),
             });
         }
         for (i, (m, h)) in opened.iter().enumerate() {
@@ -124,7 +128,7 @@ pub fn buckets(
                     slots(r, ranges),
                     chunk,
                 ),
-                file: Some(i),
+                origin: Origin::Input(i),
             });
         }
         let rel = format!("{}.pairs", unit.name);
@@ -180,14 +184,21 @@ pub fn merge_unit(
         if first.is_document() {
             stats.keep();
         }
+        // Star pairs from the group's first entry. MinHash against an index pairs the
+        // index run with the first document only and the other documents with that
+        // one: a run's node then joins no clusters that only match the same run.
+        let mut centre = first;
         for it in &group[1..] {
             if !it.is_document() {
                 continue; // the same key in two index runs
             }
             stats.drop(CANDIDATE);
-            pair[..8].copy_from_slice(&first.global.to_le_bytes());
+            pair[..8].copy_from_slice(&centre.global.to_le_bytes());
             pair[8..].copy_from_slice(&it.global.to_le_bytes());
             w.write_all(&pair).map_err(io)?;
+            if kind == Kind::Minhash && !centre.is_document() {
+                centre = *it;
+            }
         }
     }
     let writer = w

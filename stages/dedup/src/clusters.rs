@@ -25,11 +25,11 @@ use pipeline::{
 
 use crate::components::{self, UNION_FIND_BYTES_PER_PAIR};
 pub use crate::dups::Summary;
-use crate::dups::{CLUSTERS_UNIT, Dups, Removed, SUFFIX};
+use crate::dups::{CLUSTERS_UNIT, Dups, Removed, SUFFIX, apply_index_matches, summarize};
 use crate::ids::{KeeperIds, attach_names};
 use crate::pairs::{PAIRS_HEADER, read_pairs_header, unit_name};
 use crate::signatures::{FILES, FileList};
-use crate::{Config, INDEX, Kind, split_global};
+use crate::{Config, Kind, is_index, split_global};
 
 /// Step name in markers.
 pub const STEP: &str = "dedup.clusters";
@@ -294,22 +294,27 @@ fn pairs_to_dups(
             ..Dups::default()
         })
         .collect();
-    let check = |g: u64, url: &Location| -> Result<Option<(usize, u32)>> {
-        match split_global(g) {
-            None => Ok(None),
-            Some((f, row)) if f < list.files.len() && (row as u64) < list.files[f].documents => {
-                Ok(Some((f, row)))
-            }
-            Some(_) => Err(Error::Input {
-                url: url.to_string(),
-                message: format!("pair names document {g:#x}, which no signature file holds"),
-            }),
+    let check = |g: u64, url: &Location| -> Result<()> {
+        let known = match split_global(g) {
+            None => (g as usize) < list.index_runs.len(),
+            Some((f, row)) => f < list.files.len() && (row as u64) < list.files[f].documents,
+        };
+        if known {
+            return Ok(());
         }
+        Err(Error::Input {
+            url: url.to_string(),
+            message: format!(
+                "pair names {g:#x}, which is no document of the signature files and no index run of {FILES}"
+            ),
+        })
     };
     let mut uf = UnionFind::default();
     // Exact and URL: (removed, keeper) as the pairs come; each keeper's group size.
     let mut direct: Vec<(u64, u64)> = Vec::new();
     let mut sizes: HashMap<u64, u64> = HashMap::new();
+    // Documents paired with an index run (the first of their group): the run's node.
+    let mut matched: HashMap<u64, u64> = HashMap::new();
     let mut input_bytes = 0;
     for (m, _) in found.values() {
         input_bytes += m.size;
@@ -329,6 +334,11 @@ fn pairs_to_dups(
             check(a, &m.location)?;
             check(b, &m.location)?;
             summary.pairs += 1;
+            if is_index(a) {
+                let run = matched.entry(b).or_insert(a);
+                *run = (*run).min(a);
+                continue;
+            }
             match config.kind {
                 Kind::Minhash => uf.union(a, b),
                 Kind::Exact | Kind::Url => {
@@ -348,6 +358,16 @@ fn pairs_to_dups(
         }
         Kind::Exact | Kind::Url => direct,
     };
+    // A component matched the index when any member did; keyed by its keeper.
+    let mut components: HashMap<u64, u64> = HashMap::new();
+    for (x, run) in matched {
+        let root = match config.kind {
+            Kind::Minhash => uf.find(x),
+            Kind::Exact | Kind::Url => x,
+        };
+        let r = components.entry(root).or_insert(run);
+        *r = (*r).min(run);
+    }
     for (x, keeper) in removed {
         if let Some((f, row)) = split_global(x) {
             let size = sizes.get(&keeper).copied().unwrap_or(1);
@@ -355,16 +375,11 @@ fn pairs_to_dups(
                 row,
                 size: size.min(u32::MAX as u64) as u32,
                 keeper,
+                cluster: keeper,
             });
-            if keeper == INDEX {
-                summary.matched_index += 1;
-            }
         }
     }
     for (root, size) in &sizes {
-        summary.clusters += 1;
-        *summary.sizes.entry(*size).or_insert(0) += 1;
-        summary.largest = summary.largest.max(*size);
         if let Some((f, row)) = split_global(*root) {
             per_file[f]
                 .keepers
@@ -375,13 +390,19 @@ fn pairs_to_dups(
         d.removed.sort_unstable();
         d.removed.dedup_by_key(|r| r.row);
         d.keepers.sort_unstable();
-        summary.removed += d.removed.len() as u64;
     }
+    apply_index_matches(&mut per_file, 0, &components);
+    let partial = summarize(&per_file, 0);
+    summary.clusters = partial.clusters;
+    summary.removed = partial.removed;
+    summary.matched_index = partial.matched_index;
+    summary.largest = partial.largest;
+    summary.sizes = partial.sizes;
     // The keepers' ids, each input's id file streamed once.
     let mut keepers: Vec<u64> = per_file
         .iter()
         .flat_map(|d| d.removed.iter().map(|r| r.keeper))
-        .filter(|k| *k != INDEX)
+        .filter(|k| !is_index(*k))
         .collect();
     keepers.sort_unstable();
     keepers.dedup();
@@ -480,6 +501,7 @@ mod tests {
             row,
             size: 3,
             keeper,
+            cluster: keeper,
         };
         let d = Dups {
             documents: 10,

@@ -29,21 +29,21 @@
 //! rounds' files are deleted once the removal lists are written.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::io::{BufReader, Read, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pipeline::marker::{Marker, marker_location, read_marker, write_marker};
 use pipeline::{Error, Location, Report, Result, RunOptions, Stats, Storage, Unit, UnitDone};
 
-use crate::dups::{Dups, Removed, SUFFIX};
+use crate::dups::{Dups, Removed, SUFFIX, apply_index_matches, summarize};
 use crate::ids::{KeeperIds, attach_names};
 use crate::merge::chunk_bytes;
 use crate::minhash::mix;
 use crate::pairs::PAIRS_HEADER;
 use crate::runs::{Entry, FENCES, Layout, Section, SectionReader};
 use crate::signatures::FileList;
-use crate::{Config, INDEX, split_global};
+use crate::{Config, is_index, split_global};
 
 /// A claim on a unit older than this is taken over by another task.
 pub const CLAIM_SECONDS: u64 = 900;
@@ -68,6 +68,29 @@ const RECORDS: Layout = Layout {
 /// Bytes of memory per candidate pair that the one-unit union-find needs (its hash map
 /// holds up to two entries per pair); above the budget, the phase runs in rounds.
 pub const UNION_FIND_BYTES_PER_PAIR: u64 = 64;
+
+/// Keeps the C allocator to one arena for the whole process (glibc's `M_ARENA_MAX` 1,
+/// as `MALLOC_ARENA_MAX=1` would). Each unit runs on a thread of its own, and glibc gives
+/// threads arenas of their own that keep what the unit freed: at 10^8 planted documents
+/// and 32 MiB per unit, two one-thread tasks peaked at 75 MiB each with the default
+/// arenas and 43 MiB with one. The units allocate large buffers and few small blocks,
+/// so one arena costs them no measurable time. Call it first thing in a process that
+/// runs the clusters phase (`mill-dedup clusters`, `mill step` of a clusters step): the
+/// limit holds only for arenas not made yet. Returns whether the allocator took it;
+/// elsewhere than glibc it does nothing and returns false.
+#[allow(unsafe_code)]
+pub fn one_allocator_arena() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only sets an allocator parameter; M_ARENA_MAX with 1 is a
+        // documented value (mallopt(3)).
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
 
 /// The shape of one run of rounds.
 #[derive(Debug, Clone)]
@@ -228,8 +251,9 @@ fn trailer(table: &mut Vec<u8>, sections: usize, layout: Layout, magic: &[u8; 8]
     table.extend_from_slice(magic);
 }
 
-/// The id parts of the ids round: per input group, (keeper u64, length u32, id bytes)
-/// in ascending order of keeper, as the ids unit finds them (no sort); a new part
+/// The id parts of the ids round: per input group, (keeper u64, index run node u64 or
+/// `u64::MAX`, length u32, id bytes) in ascending order of keeper, as the ids unit
+/// finds them (no sort); a new part
 /// whenever the buffers hold half the budget. Same trailer as the edge parts, with an
 /// empty layout, counts in bytes and its own magic.
 struct IdSpill<'a> {
@@ -244,6 +268,10 @@ struct IdSpill<'a> {
 }
 
 const ID_PART_MAGIC: &[u8; 8] = b"TMIDPT01";
+/// Bytes of an id record before the id.
+const ID_HEAD: usize = 20;
+/// The run field of a keeper whose component matched no index run.
+const NO_RUN: u64 = u64::MAX;
 const NO_LAYOUT: Layout = Layout {
     key_bytes: 0,
     rank: false,
@@ -264,12 +292,13 @@ impl<'a> IdSpill<'a> {
         }
     }
 
-    fn push(&mut self, section: u32, keeper: u64, id: &str) -> Result<()> {
+    fn push(&mut self, section: u32, keeper: u64, run: Option<u64>, id: &str) -> Result<()> {
         let b = &mut self.buf[section as usize];
         b.extend_from_slice(&keeper.to_le_bytes());
+        b.extend_from_slice(&run.unwrap_or(NO_RUN).to_le_bytes());
         b.extend_from_slice(&(id.len() as u32).to_le_bytes());
         b.extend_from_slice(id.as_bytes());
-        self.held += 12 + id.len();
+        self.held += ID_HEAD + id.len();
         if self.held >= self.cap {
             self.flush()?;
         }
@@ -367,27 +396,30 @@ impl<'a> IdReader<'a> {
         Ok(true)
     }
 
-    fn next(&mut self) -> Result<Option<(u64, String)>> {
+    /// The next (keeper, index run, id).
+    fn next(&mut self) -> Result<Option<(u64, Option<u64>, String)>> {
         loop {
-            if self.fill(12)? {
+            if self.fill(ID_HEAD)? {
                 let b = &self.buf[self.at..];
-                let k = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
-                let len = u32::from_le_bytes(b[8..12].try_into().unwrap_or_default()) as usize;
+                let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
+                let (k, run) = (u(0), u(8));
+                let len = u32::from_le_bytes(b[16..20].try_into().unwrap_or_default()) as usize;
                 let url = self.loc.as_ref().map(|l| l.to_string()).unwrap_or_default();
-                if !self.fill(12 + len)? {
+                if !self.fill(ID_HEAD + len)? {
                     return Err(Error::Input {
                         url,
                         message: "an id part's section ends inside a record".into(),
                     });
                 }
-                let id = std::str::from_utf8(&self.buf[self.at + 12..self.at + 12 + len])
+                let at = self.at + ID_HEAD;
+                let id = std::str::from_utf8(&self.buf[at..at + len])
                     .map_err(|_| Error::Input {
                         url,
                         message: format!("keeper {k:#x}: id is not UTF-8"),
                     })?
                     .to_string();
-                self.at += 12 + len;
-                return Ok(Some((k, id)));
+                self.at = at + len;
+                return Ok(Some((k, (run != NO_RUN).then_some(run), id)));
             }
             if self.at != self.buf.len() {
                 return Err(Error::Input {
@@ -594,7 +626,20 @@ pub fn run(
     };
     let p = shape.partitions;
     let budget = config.clusters_memory_bytes;
-    // Load: each pairs file, both directions, partitioned by node.
+    let groups = shape.groups.len();
+    let group_of: Vec<u32> = shape
+        .groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, r)| r.clone().map(move |_| g as u32))
+        .collect();
+    let group = |x: u64| -> u32 {
+        split_global(x)
+            .and_then(|(f, _)| group_of.get(f).copied())
+            .unwrap_or(0)
+    };
+    // Load: each pairs file, both directions, partitioned by node; a document paired
+    // with an index run goes to the matches (parts named `.mat`) by its input group.
     let units: Vec<Unit> = pairs_files
         .iter()
         .enumerate()
@@ -607,7 +652,15 @@ pub fn run(
     let mut prev = ctx.share("dedup.clusters.load", units, true, |u| {
         let i = unit_number(u)?;
         let (loc, _) = &pairs_files[i];
-        let mut out = Spill::new(storage, &shape.root, &u.name, EDGES, p, budget);
+        let mut out = Spill::new(storage, &shape.root, &u.name, EDGES, p, budget / 2);
+        let mut matches = Spill::new(
+            storage,
+            &shape.root,
+            &format!("{}{MATCHES}", u.name),
+            EDGES,
+            groups,
+            budget / 2,
+        );
         let mut r = BufReader::with_capacity(4 << 20, storage.open(loc)?);
         let mut pair = [0u8; PAIRS_HEADER];
         r.read_exact(&mut pair)
@@ -622,19 +675,31 @@ pub fn run(
             read += 16;
             let a = u64::from_le_bytes(pair[..8].try_into().unwrap_or_default());
             let b = u64::from_le_bytes(pair[8..16].try_into().unwrap_or_default());
+            if is_index(a) {
+                matches.push(group(b), edge(b, a))?;
+                continue;
+            }
             out.push(partition(a, p), edge(a, b))?;
             out.push(partition(b, p), edge(b, a))?;
         }
-        let (parts, written) = out.finish()?;
-        Ok(UnitDone {
-            outputs: parts,
-            stats: Stats {
-                bytes_in: read,
-                bytes_out: written,
-                ..Stats::default()
-            },
-        })
+        let (mut parts, mut written) = out.finish()?;
+        let (more, more_bytes) = matches.finish()?;
+        parts.extend(more);
+        written += more_bytes;
+        Ok(unit_done(parts, read, written))
     })?;
+    let loaded = prev.clone();
+    prev = prev
+        .into_iter()
+        .map(|d| Done {
+            parts: d
+                .parts
+                .into_iter()
+                .filter(|l| !is_named(l, MATCHES))
+                .collect(),
+            changed: d.changed,
+        })
+        .collect();
     let mut round = 1;
     let mut changed_before = u64::MAX;
     loop {
@@ -663,13 +728,6 @@ pub fn run(
         changed_before = changed;
         round += 1;
     }
-    let groups = shape.groups.len();
-    let group_of: Vec<u32> = shape
-        .groups
-        .iter()
-        .enumerate()
-        .flat_map(|(g, r)| r.clone().map(move |_| g as u32))
-        .collect();
     let inputs = prev.clone();
     let units = named_units("cf", p, &version);
     let records = ctx.share("dedup.clusters.finish", units, true, |u| {
@@ -679,11 +737,23 @@ pub fn run(
         )
     })?;
     drop_parts(storage, &ropts, &inputs)?;
+    // Matches of the index, turned into (component keeper, index run) by the keeper's
+    // input group.
+    let matches = parts_named(&loaded, MATCHES);
+    let units = named_units("cm", groups, &version);
+    let flags = ctx.share("dedup.clusters.matches", units, true, |u| {
+        let h = unit_number(u)?;
+        matches_unit(
+            storage, config, shape, &matches, &records, h, &u.name, &group,
+        )
+    })?;
     let stems: Vec<String> = list.files.iter().map(|f| f.stem.clone()).collect();
     let units = named_units("ci", groups, &version);
     let ids = ctx.share("dedup.clusters.ids", units, true, |u| {
         let g = unit_number(u)?;
-        ids_unit(storage, config, shape, list, &stems, &records, g, &u.name)
+        ids_unit(
+            storage, config, shape, list, &stems, &records, &flags, g, &u.name,
+        )
     })?;
     let units = named_units("cw", groups, &version);
     ctx.share("dedup.clusters.write", units, false, |u| {
@@ -978,14 +1048,7 @@ fn star_unit(
     let rel = format!("{name}{CHANGED}");
     storage.put(&shape.root.join(&rel), changed.to_string().as_bytes())?;
     parts.push(rel);
-    Ok(UnitDone {
-        outputs: parts,
-        stats: Stats {
-            bytes_in: read * 16,
-            bytes_out: bytes,
-            ..Stats::default()
-        },
-    })
+    Ok(unit_done(parts, read * 16, bytes))
 }
 
 /// The finish unit of partition `q`: the stars of the last round, read twice (the size
@@ -1058,7 +1121,7 @@ fn finish_unit(
         }
         if let Some((c, size)) = centre {
             out.push(section(v), record(v, c, size))?;
-            if c != INDEX {
+            if !is_index(c) {
                 requests.push(section(c), edge(c, section(v) as u64))?;
             }
         }
@@ -1067,30 +1130,98 @@ fn finish_unit(
     let (more, more_bytes) = requests.finish()?;
     parts.extend(more);
     bytes += more_bytes;
-    Ok(UnitDone {
-        outputs: parts,
-        stats: Stats {
-            bytes_in: read * 16,
-            bytes_out: bytes,
-            ..Stats::default()
-        },
-    })
+    Ok(unit_done(parts, read * 16, bytes))
 }
 
 /// What marks the finish units' request parts among their parts.
 const REQUESTS: &str = ".req";
+/// What marks the load units' parts of index matches among their parts.
+const MATCHES: &str = ".mat";
 
-/// The parts of `inputs` that are requests (`true`) or records (`false`).
-fn parts_of(inputs: &[Done], requests: bool) -> Vec<Location> {
+/// Whether the part at `loc` is one of the kind `mark` (`.req`, `.mat`).
+fn is_named(loc: &Location, mark: &str) -> bool {
+    loc.to_string().contains(&format!("{mark}."))
+}
+
+/// The parts of `inputs` of the kind `mark`.
+fn parts_named(inputs: &[Done], mark: &str) -> Vec<Location> {
     all_parts(inputs)
         .into_iter()
-        .filter(|l| l.to_string().contains(&format!("{REQUESTS}.")) == requests)
+        .filter(|l| is_named(l, mark))
         .collect()
 }
 
-/// The ids unit of input group `g`: the requests for its keepers, sorted by keeper,
-/// answered from its inputs' id files (each streamed once) into id parts by the
-/// requesting group.
+/// The parts of `inputs` that are records (no kind mark).
+fn records_of(inputs: &[Done]) -> Vec<Location> {
+    all_parts(inputs)
+        .into_iter()
+        .filter(|l| !is_named(l, REQUESTS))
+        .collect()
+}
+
+/// The matches unit of input group `h`: its documents that matched the index (sorted),
+/// joined with its records (sorted by member) to their component's keeper; writes
+/// (keeper, index run) by the keeper's input group. A matched document in no record is
+/// a component of one. Nothing to read when the group matched nothing.
+#[allow(clippy::too_many_arguments)]
+fn matches_unit(
+    storage: &Storage,
+    config: &Config,
+    shape: &Rounds,
+    matches: &[Location],
+    records: &[Done],
+    h: usize,
+    name: &str,
+    group: &dyn Fn(u64) -> u32,
+) -> Result<UnitDone> {
+    let budget = config.clusters_memory_bytes;
+    let mut out = Spill::new(
+        storage,
+        &shape.root,
+        name,
+        EDGES,
+        shape.groups.len(),
+        budget / 2,
+    );
+    let half = Config {
+        clusters_memory_bytes: budget / 2,
+        ..config.clone()
+    };
+    let mut found = Merge::open(storage, matches, h, &half)?;
+    let (mut last, mut last_record) = (None, None);
+    let mut read = 0u64;
+    let mut members: Option<Merge> = None;
+    let mut record: Option<Entry> = None;
+    while let Some(e) = found.next(&mut last)? {
+        read += 1;
+        let (m, run) = ends(&e);
+        let members = match members.as_mut() {
+            Some(r) => r,
+            None => {
+                let mut r = Merge::open(storage, &records_of(records), h, &half)?;
+                record = r.next(&mut last_record)?;
+                members.insert(r)
+            }
+        };
+        while record.is_some_and(|r| ((r.key >> 64) as u64) < m) {
+            record = members.next(&mut last_record)?;
+            read += 1;
+        }
+        let keeper = match record {
+            Some(r) if (r.key >> 64) as u64 == m => r.rank,
+            _ => m,
+        };
+        out.push(group(keeper), edge(keeper, run))?;
+    }
+    let (parts, bytes) = out.finish()?;
+    Ok(unit_done(parts, read * 16, bytes))
+}
+
+/// The ids unit of input group `g`: the requests for its keepers and the index runs
+/// its components matched, both sorted by keeper. A keeper whose component matched the
+/// index is answered with the run (to its own group and every requesting one); any
+/// other with its id, from its input's id file (each streamed once), to the requesting
+/// groups.
 #[allow(clippy::too_many_arguments)]
 fn ids_unit(
     storage: &Storage,
@@ -1099,39 +1230,77 @@ fn ids_unit(
     list: &FileList,
     stems: &[String],
     inputs: &[Done],
+    flags: &[Done],
     g: usize,
     name: &str,
 ) -> Result<UnitDone> {
-    let files = parts_of(inputs, true);
     let budget = config.clusters_memory_bytes;
-    let mut merge = Merge::open(storage, &files, g, config)?;
+    let half = Config {
+        clusters_memory_bytes: budget / 2,
+        ..config.clone()
+    };
+    let mut requests = Merge::open(storage, &parts_named(inputs, REQUESTS), g, &half)?;
+    let mut runs = Merge::open(storage, &all_parts(flags), g, &half)?;
     let mut out = IdSpill::new(storage, &shape.root, name, shape.groups.len(), budget / 2);
     let mut lookup = KeeperIds::new(storage, &list.signatures, stems, (budget / 8) as usize)?;
-    let (mut last, mut id) = (None, None::<(u64, String)>);
+    let (mut last_request, mut last_run) = (None, None);
+    let mut request = requests.next(&mut last_request)?;
+    let mut run = runs.next(&mut last_run)?;
     let mut read = 0u64;
-    while let Some(e) = merge.next(&mut last)? {
-        read += 1;
-        let (k, h) = ends(&e);
-        if id.as_ref().is_none_or(|(at, _)| *at != k) {
-            let found = lookup.get(k)?.ok_or_else(|| Error::Input {
-                url: shape.root.to_string(),
-                message: format!("a request for the id of {k:#x}, which is no document"),
-            })?;
-            id = Some((k, found));
+    let mut to: Vec<u32> = Vec::new();
+    loop {
+        let keeper = match (request, run) {
+            (None, None) => break,
+            (Some(a), Some(b)) => ends(&a).0.min(ends(&b).0),
+            (Some(a), None) => ends(&a).0,
+            (None, Some(b)) => ends(&b).0,
+        };
+        to.clear();
+        while let Some(e) = request.filter(|e| ends(e).0 == keeper) {
+            to.push(ends(&e).1 as u32);
+            request = requests.next(&mut last_request)?;
+            read += 1;
         }
-        if let Some((_, text)) = &id {
-            out.push(h as u32, k, text)?;
+        // The smallest run comes first; the others of the same keeper are skipped.
+        let matched = run.filter(|e| ends(e).0 == keeper).map(|e| ends(&e).1);
+        while run.is_some_and(|e| ends(&e).0 == keeper) {
+            run = runs.next(&mut last_run)?;
+            read += 1;
+        }
+        match matched {
+            Some(node) => {
+                to.push(g as u32);
+                to.sort_unstable();
+                to.dedup();
+                for h in &to {
+                    out.push(*h, keeper, Some(node), "")?;
+                }
+            }
+            None => {
+                let id = lookup.get(keeper)?.ok_or_else(|| Error::Input {
+                    url: shape.root.to_string(),
+                    message: format!("a request for the id of {keeper:#x}, which is no document"),
+                })?;
+                for h in &to {
+                    out.push(*h, keeper, None, &id)?;
+                }
+            }
         }
     }
     let (parts, bytes) = out.finish()?;
-    Ok(UnitDone {
-        outputs: parts,
+    Ok(unit_done(parts, read * 16, bytes))
+}
+
+/// What a round unit leaves: its files and the bytes it read and wrote.
+fn unit_done(outputs: Vec<String>, bytes_in: u64, bytes_out: u64) -> UnitDone {
+    UnitDone {
+        outputs,
         stats: Stats {
-            bytes_in: read * 16,
-            bytes_out: bytes,
+            bytes_in,
+            bytes_out,
             ..Stats::default()
         },
-    })
+    }
 }
 
 fn record(member: u64, keeper: u64, size: u32) -> Entry {
@@ -1161,7 +1330,7 @@ fn write_unit(
     name: &str,
     output: &Location,
 ) -> Result<UnitDone> {
-    let files = parts_of(inputs, false);
+    let files = records_of(inputs);
     let range = shape.groups[g].clone();
     let mut per_file: Vec<Dups> = list.files[range.clone()]
         .iter()
@@ -1170,41 +1339,49 @@ fn write_unit(
             ..Dups::default()
         })
         .collect();
-    let mut summary = crate::dups::Summary::default();
     let mut merge = Merge::open(storage, &files, g, config)?;
     let mut last = None;
     let mut read = 0u64;
     while let Some(e) = merge.next(&mut last)? {
         read += 1;
         let (member, keeper, size) = ((e.key >> 64) as u64, e.rank, e.row);
-        let at = split_global(member).and_then(|(f, row)| {
+        let Some((f, row)) = split_global(member).and_then(|(f, row)| {
             (range.contains(&f) && (row as u64) < list.files[f].documents)
                 .then_some((f - range.start, row))
-        });
-        if member == keeper {
-            summary.clusters += 1;
-            *summary.sizes.entry(size as u64).or_insert(0) += 1;
-            summary.largest = summary.largest.max(size as u64);
-            if let Some((f, row)) = at {
-                per_file[f].keepers.push((row, size));
-            }
-        } else if let Some((f, row)) = at {
-            per_file[f].removed.push(Removed { row, size, keeper });
-            summary.removed += 1;
-            if keeper == INDEX {
-                summary.matched_index += 1;
-            }
-        } else if member != INDEX {
+        }) else {
             return Err(Error::Input {
                 url: shape.root.to_string(),
                 message: format!("member {member:#x} belongs to no input of group {g}"),
             });
+        };
+        if member == keeper {
+            per_file[f].keepers.push((row, size));
+        } else {
+            per_file[f].removed.push(Removed {
+                row,
+                size,
+                keeper,
+                cluster: keeper,
+            });
         }
     }
-    // The keepers' ids, from the id parts of every ids unit in order of input group.
+    // The keepers' ids and index matches, from the id parts of every ids unit in order
+    // of input group (ascending keepers).
     let chunk = config.clusters_memory_bytes / 8;
-    let mut names = IdReader::new(storage, all_parts(ids), g, chunk);
-    attach_names(&mut per_file, || names.next(), &shape.root.to_string())?;
+    let mut answers = IdReader::new(storage, all_parts(ids), g, chunk);
+    let (mut names, mut matched) = (Vec::new(), HashMap::new());
+    while let Some((keeper, run, id)) = answers.next()? {
+        match run {
+            Some(node) => {
+                matched.insert(keeper, node);
+            }
+            None => names.push((keeper, id)),
+        }
+    }
+    apply_index_matches(&mut per_file, range.start, &matched);
+    let mut names = names.into_iter();
+    attach_names(&mut per_file, || Ok(names.next()), &shape.root.to_string())?;
+    let summary = summarize(&per_file, range.start);
     let mut written = 0u64;
     for (f, d) in list.files[range].iter().zip(&per_file) {
         let bytes = d.encode();
@@ -1216,14 +1393,7 @@ fn write_unit(
     let rel = partial(name);
     let json = serde_json::to_vec(&summary).map_err(|e| Error::Usage(e.to_string()))?;
     storage.put(&shape.root.join(&rel), &json)?;
-    Ok(UnitDone {
-        outputs: vec![rel],
-        stats: Stats {
-            bytes_in: read * 20,
-            bytes_out: written,
-            ..Stats::default()
-        },
-    })
+    Ok(unit_done(vec![rel], read * 20, written))
 }
 
 /// The partial summaries of the write units of `shape`, added up.

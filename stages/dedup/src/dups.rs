@@ -1,32 +1,36 @@
 //! The removal lists of the clusters phase, read by the filter and index phases:
 //! `<stem>.dups` per input,
 //! ```text
-//! "TMDUPS03", version u32, 0u32, documents u64, removed u64, keepers u64, names u64,
+//! "TMDUPS04", version u32, 0u32, documents u64, removed u64, keepers u64, names u64,
 //! name bytes u64,
-//! removed × (row u32, cluster size u32, keeper u64) (sorted by row),
+//! removed × (row u32, cluster size u32, keeper u64, cluster u64) (sorted by row),
 //! keepers × (row u32, cluster size u32) (sorted by row),
 //! names × (keeper u64, end u64) (sorted by keeper), then the names' UTF-8 bytes
 //! ```
 //! A removed row names its cluster's keeper by global number (see [`crate::global`]:
-//! the input's position in the clusters phase's `files.json`, and the row), or
-//! [`crate::INDEX`] when the cluster matched the index of an earlier run; the keeper's
-//! global number is also the cluster's id. The names table holds the document id of
+//! the input's position in the clusters phase's `files.json`, and the row), or the
+//! node of the index run it matched ([`crate::index_node`]: its position in the
+//! `index_runs` of `files.json`) when any member of the cluster matched the index of
+//! an earlier run; then every member is removed. The cluster's id is its smallest
+//! document of this run (the keeper when none matched the index). The names table holds the document id of
 //! every keeper this input's removed rows name (from the signatures' id files; `end`
 //! is where the id ends in the bytes after the table, the next starts there).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use pipeline::{Error, Location, Result, Storage};
+
+use crate::{global, is_index, split_global};
 
 /// Suffix of removal lists.
 pub const SUFFIX: &str = ".dups";
 /// The clusters phase's one unit: its marker, `_done/clusters.json` below the removal
 /// lists, says they are complete (the filter and index phases read it).
 pub const CLUSTERS_UNIT: &str = "clusters";
-const MAGIC: &[u8; 8] = b"TMDUPS03";
-const VERSION: u32 = 3;
+const MAGIC: &[u8; 8] = b"TMDUPS04";
+const VERSION: u32 = 4;
 const HEAD: usize = 56;
 
 /// What the clusters phase found (`summary.json`).
@@ -54,10 +58,12 @@ pub struct Summary {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Removed {
     pub row: u32,
-    /// Documents in the cluster (an index entry counts as one).
+    /// Documents in the cluster (a match of the index counts as one).
     pub size: u32,
-    /// The keeper's global number ([`crate::INDEX`]: an earlier run's document).
+    /// The keeper's global number, or an index run's node ([`crate::is_index`]).
     pub keeper: u64,
+    /// The cluster's id: its smallest document of this run (global number).
+    pub cluster: u64,
 }
 
 /// The removal list of one input.
@@ -78,7 +84,7 @@ impl Dups {
     pub fn encode(&self) -> Vec<u8> {
         let text: usize = self.names.iter().map(|(_, n)| n.len()).sum();
         let mut b = Vec::with_capacity(
-            HEAD + self.removed.len() * 16 + self.keepers.len() * 8 + self.names.len() * 16 + text,
+            HEAD + self.removed.len() * 24 + self.keepers.len() * 8 + self.names.len() * 16 + text,
         );
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&VERSION.to_le_bytes());
@@ -96,6 +102,7 @@ impl Dups {
             b.extend_from_slice(&r.row.to_le_bytes());
             b.extend_from_slice(&r.size.to_le_bytes());
             b.extend_from_slice(&r.keeper.to_le_bytes());
+            b.extend_from_slice(&r.cluster.to_le_bytes());
         }
         for (r, s) in &self.keepers {
             b.extend_from_slice(&r.to_le_bytes());
@@ -121,14 +128,14 @@ impl Dups {
         };
         if b.len() < HEAD || &b[..8] != MAGIC {
             return Err(bad(
-                "no magic (lists written before version 3 name no keepers' ids: rerun the clusters phase)",
+                "no magic (lists written before version 4 name no keepers' ids or index runs: rerun the clusters phase)",
             ));
         }
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
         let (documents, nr, nk) = (u64_at(16), u64_at(24) as usize, u64_at(32) as usize);
         let (nn, text) = (u64_at(40) as usize, u64_at(48) as usize);
-        let expected = [(nr, 16), (nk, 8), (nn, 16), (text, 1)]
+        let expected = [(nr, 24), (nk, 8), (nn, 16), (text, 1)]
             .into_iter()
             .try_fold(HEAD, |at, (n, w)| n.checked_mul(w)?.checked_add(at));
         if expected != Some(b.len()) {
@@ -136,15 +143,16 @@ impl Dups {
         }
         let removed = (0..nr)
             .map(|i| {
-                let o = HEAD + i * 16;
+                let o = HEAD + i * 24;
                 Removed {
                     row: u32_at(o),
                     size: u32_at(o + 4),
                     keeper: u64_at(o + 8),
+                    cluster: u64_at(o + 16),
                 }
             })
             .collect();
-        let base = HEAD + nr * 16;
+        let base = HEAD + nr * 24;
         let keepers = (0..nk)
             .map(|i| (u32_at(base + i * 8), u32_at(base + i * 8 + 4)))
             .collect();
@@ -192,6 +200,94 @@ impl Dups {
             .ok()
             .map(|i| &self.removed[i])
     }
+}
+
+/// Applies the matches of the index to the removal lists of inputs `first..`: `matched`
+/// maps a component's keeper (its smallest document; a document in no pair is its own
+/// component) to the node of the index run it matched. Every member of such a
+/// component is removed, the keeper too, with the index run as keeper, the component's
+/// keeper as cluster id and the match counted in the size.
+pub fn apply_index_matches(lists: &mut [Dups], first: usize, matched: &HashMap<u64, u64>) {
+    if matched.is_empty() {
+        return;
+    }
+    let mut moved = std::collections::HashSet::new();
+    for (i, d) in lists.iter_mut().enumerate() {
+        let f = first + i;
+        for r in d.removed.iter_mut() {
+            if let Some(&run) = matched.get(&r.keeper) {
+                r.keeper = run;
+                r.size = r.size.saturating_add(1);
+            }
+        }
+        let mut kept = Vec::with_capacity(d.keepers.len());
+        for &(row, size) in &d.keepers {
+            let g = global(f, row);
+            match matched.get(&g) {
+                Some(&run) => {
+                    moved.insert(g);
+                    d.removed.push(Removed {
+                        row,
+                        size: size.saturating_add(1),
+                        keeper: run,
+                        cluster: g,
+                    });
+                }
+                None => kept.push((row, size)),
+            }
+        }
+        d.keepers = kept;
+    }
+    // Documents in no pair that matched the index: a component of one, and the match.
+    let mut alone: Vec<(u64, u64)> = matched
+        .iter()
+        .filter(|(c, _)| {
+            !moved.contains(*c)
+                && split_global(**c).is_some_and(|(f, _)| f >= first && f < first + lists.len())
+        })
+        .map(|(c, r)| (*c, *r))
+        .collect();
+    alone.sort_unstable();
+    for (c, run) in alone {
+        if let Some((f, row)) = split_global(c) {
+            lists[f - first].removed.push(Removed {
+                row,
+                size: 2,
+                keeper: run,
+                cluster: c,
+            });
+        }
+    }
+    for d in lists.iter_mut() {
+        d.removed.sort_unstable();
+    }
+}
+
+/// What the removal lists of inputs `first..` add to the summary: each cluster is
+/// counted once, by the input of its id (a keeper's entry, or its removed smallest
+/// document when it matched the index).
+pub fn summarize(lists: &[Dups], first: usize) -> Summary {
+    let mut s = Summary::default();
+    let count = |s: &mut Summary, size: u32| {
+        s.clusters += 1;
+        *s.sizes.entry(size as u64).or_insert(0) += 1;
+        s.largest = s.largest.max(size as u64);
+    };
+    for (i, d) in lists.iter().enumerate() {
+        for &(_, size) in &d.keepers {
+            count(&mut s, size);
+        }
+        for r in &d.removed {
+            s.removed += 1;
+            if is_index(r.keeper) {
+                s.matched_index += 1;
+                if r.cluster == global(first + i, r.row) {
+                    count(&mut s, r.size);
+                }
+            }
+        }
+    }
+    s
 }
 
 /// Reads the removal list of one input stem.

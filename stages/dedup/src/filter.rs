@@ -2,9 +2,10 @@
 //! `<kind>_cluster_size` on what it keeps (1 for documents in no cluster), so a later mix
 //! can re-weight by it. A dropped document (kept under `_rejected/` with
 //! `keep_rejected`) names what it matched: `<kind>_keeper_id` (the keeper's document
-//! id), `<kind>_keeper_input` (the keeper's input, or `index` for a document of an
-//! earlier run), `<kind>_keeper_row` (its row there), `<kind>_cluster_id` (the keeper's
-//! global number) and `<kind>_cluster_size`.
+//! id), `<kind>_keeper_input` (the keeper's input, or `index:<run>` when the cluster
+//! matched that run of the index of earlier runs), `<kind>_keeper_row` (its row there),
+//! `<kind>_cluster_id` (the global number of the cluster's smallest document of this
+//! run) and `<kind>_cluster_size`.
 
 use pipeline::cli::config_hash;
 use pipeline::shard::ShardOptions;
@@ -19,8 +20,9 @@ use crate::dups::{CLUSTERS_UNIT, Dups, read_dups};
 use crate::signatures::{FILES, FileList};
 use crate::{Config, Kind, split_global};
 
-/// What `<kind>_keeper_input` says of a keeper from the index of an earlier run.
-pub const INDEX_INPUT: &str = "index";
+/// What `<kind>_keeper_input` says of a keeper from the index of an earlier run:
+/// `index:<run>`, the name of the index run the cluster matched.
+pub const INDEX_INPUT: &str = "index:";
 
 /// Step name in markers.
 pub const STEP: &str = "dedup.filter";
@@ -32,6 +34,8 @@ pub struct DedupFilter {
     clusters: Location,
     /// Input stems in the order of global numbers (the clusters phase's `files.json`).
     stems: Arc<Vec<String>>,
+    /// Index run names in the order of their nodes.
+    index_runs: Arc<Vec<String>>,
 }
 
 /// The filter bound to one input: drops the listed rows, writes the cluster size of
@@ -41,6 +45,7 @@ pub struct BoundFilter {
     kind: Kind,
     dups: Dups,
     stems: Arc<Vec<String>>,
+    index_runs: Arc<Vec<String>>,
 }
 
 /// Names of the columns a dropped document gets: the keeper's input, row and document
@@ -104,6 +109,7 @@ impl InputStage for DedupFilter {
             kind: self.kind,
             dups: read_dups(storage, &self.clusters, &input.stem)?,
             stems: self.stems.clone(),
+            index_runs: self.index_runs.clone(),
         }))
     }
 }
@@ -123,9 +129,15 @@ impl RowStage for BoundFilter {
                         doc.annotate(doc_id, Value::Str(k.to_string()));
                     }
                 }
-                None => doc.annotate(input, Value::Str(INDEX_INPUT.into())),
+                None => {
+                    let run = self
+                        .index_runs
+                        .get(removed.keeper as usize)
+                        .map_or("", |s| s.as_str());
+                    doc.annotate(input, Value::Str(format!("{INDEX_INPUT}{run}")));
+                }
             }
-            doc.annotate(id, Value::I64(removed.keeper as i64));
+            doc.annotate(id, Value::I64(removed.cluster as i64));
             doc.annotate(self.kind.size_column(), Value::I64(removed.size as i64));
             return Verdict::Drop(self.kind.reason());
         }
@@ -158,6 +170,7 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
             message: e.to_string(),
         })?;
     let stems = Arc::new(list.files.into_iter().map(|f| f.stem).collect());
+    let index_runs = Arc::new(list.index_runs);
     Ok(Step {
         name: STEP.into(),
         stages: Vec::new(),
@@ -165,6 +178,7 @@ pub fn step(storage: &Storage, config: &Config, clusters: &str) -> Result<Step> 
             kind: config.kind,
             clusters: loc,
             stems,
+            index_runs,
         })),
         source: Box::new(crate::signatures::source(config)),
         config_hash: config_hash("dedup-filter", &(config.kind, &marker.config_hash)),

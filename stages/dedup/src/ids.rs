@@ -209,7 +209,7 @@ pub fn attach_names(
         .flat_map(|(f, d)| {
             d.removed
                 .iter()
-                .filter(|r| r.keeper != crate::INDEX)
+                .filter(|r| !crate::is_index(r.keeper))
                 .map(move |r| (r.keeper, f as u32))
         })
         .collect();

@@ -18,7 +18,7 @@ use pipeline::{
 
 use crate::dups::{CLUSTERS_UNIT, read_dups};
 use crate::index_files::{INDEX_CONFIG, IndexConfig, check_index_config, run_name};
-use crate::merge::{MergeInput, Merger, chunk_bytes};
+use crate::merge::{MergeInput, Merger, Origin, chunk_bytes};
 use crate::runs::{Entry, RunWriter, SectionReader};
 use crate::signatures::list_signatures;
 use crate::{Config, split_global};
@@ -98,7 +98,7 @@ pub fn index(
                     0..256,
                     chunk,
                 ),
-                file: Some(i),
+                origin: Origin::Input(i),
             })
             .collect();
         let mut merger = Merger::new(inputs)?;

@@ -212,7 +212,8 @@ impl Config {
 }
 
 /// The global number of a document: its input's position in the sorted signature
-/// listing plus one, then its row; 0 is an entry of the index (an earlier run).
+/// listing plus one, then its row. Numbers below 2³² are the index of earlier runs:
+/// [`index_node`] of each run.
 pub fn global(file: usize, row: u32) -> u64 {
     ((file as u64 + 1) << 32) | row as u64
 }
@@ -223,8 +224,16 @@ pub fn split_global(g: u64) -> Option<(usize, u32)> {
     (file > 0).then(|| ((file - 1) as usize, g as u32))
 }
 
-/// Global number of index entries.
-pub const INDEX: u64 = 0;
+/// The node of run `r` of the index of earlier runs (runs in name order): what a
+/// document that matches an index entry of that run is paired with.
+pub fn index_node(r: u32) -> u64 {
+    r as u64
+}
+
+/// Whether a global number is an index run's node (not a document of this run).
+pub fn is_index(g: u64) -> bool {
+    g >> 32 == 0
+}
 
 #[cfg(test)]
 mod tests {

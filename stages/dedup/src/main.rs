@@ -100,6 +100,7 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Clusters { stage } => {
+            dedup::components::one_allocator_arena();
             init_logging(stage.log_format);
             let config: dedup::Config = stage.load_config(&storage)?;
             let opts = stage.options()?;

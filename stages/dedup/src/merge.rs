@@ -7,14 +7,23 @@ use std::collections::BinaryHeap;
 use pipeline::Result;
 
 use crate::runs::{Entry, SectionReader};
-use crate::{Config, INDEX, global};
+use crate::{Config, global, index_node};
+
+/// Where the entries of a merge input come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Input `f` of this run: entries are documents, `global(f, row)`.
+    Input(usize),
+    /// Run `r` of the index of earlier runs (in name order): entries are index
+    /// entries, global number `r` (see [`index_node`]).
+    IndexRun(u32),
+}
 
 /// One sorted input of a merge.
 #[derive(Debug)]
 pub struct MergeInput {
     pub reader: SectionReader,
-    /// Global number base: `global(file, row)`, or [`INDEX`] for index runs.
-    pub file: Option<usize>,
+    pub origin: Origin,
 }
 
 /// An entry with its place in the merge. Items order by key, then index entries
@@ -26,7 +35,7 @@ pub struct Item {
     pub from_run: bool,
     /// URL dedup's rank (latest date first); 0 otherwise.
     pub rank: u64,
-    /// `global(file, row)`, or [`INDEX`] for index entries.
+    /// `global(file, row)`, or the index run's node for index entries.
     pub global: u64,
 }
 
@@ -44,19 +53,19 @@ pub struct Merger {
     heap: BinaryHeap<Reverse<(Item, usize)>>,
 }
 
-fn item(e: &Entry, file: Option<usize>) -> Item {
-    match file {
-        Some(f) => Item {
+fn item(e: &Entry, origin: Origin) -> Item {
+    match origin {
+        Origin::Input(f) => Item {
             key: e.key,
             from_run: true,
             rank: e.rank,
             global: global(f, e.row),
         },
-        None => Item {
+        Origin::IndexRun(r) => Item {
             key: e.key,
             from_run: false,
             rank: 0,
-            global: INDEX,
+            global: index_node(r),
         },
     }
 }
@@ -67,7 +76,7 @@ impl Merger {
         let mut heap = BinaryHeap::with_capacity(inputs.len());
         for (i, input) in inputs.iter_mut().enumerate() {
             if let Some(e) = input.reader.next_entry()? {
-                heap.push(Reverse((item(&e, input.file), i)));
+                heap.push(Reverse((item(&e, input.origin), i)));
             }
         }
         Ok(Merger { inputs, heap })
@@ -84,7 +93,7 @@ impl Merger {
             group.push(it);
             let input = &mut self.inputs[i];
             if let Some(e) = input.reader.next_entry()? {
-                self.heap.push(Reverse((item(&e, input.file), i)));
+                self.heap.push(Reverse((item(&e, input.origin), i)));
             }
         }
         Ok(!group.is_empty())

@@ -292,6 +292,7 @@ impl Planted {
                     row: row as u32,
                     size,
                     keeper: place(keeper),
+                    cluster: place(keeper),
                 });
                 d.names.push((place(keeper), Self::id(keeper)));
             }

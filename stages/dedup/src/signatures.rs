@@ -191,6 +191,10 @@ pub struct FileList {
     /// Address of the signature folder.
     pub signatures: String,
     pub files: Vec<FileInfo>,
+    /// The index runs the buckets phase paired documents with (`--against`), in the
+    /// order of their nodes ([`crate::index_node`]); not part of [`FileList::hash`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub index_runs: Vec<String>,
 }
 
 /// One signature file.
@@ -206,9 +210,17 @@ pub struct FileInfo {
 }
 
 impl FileList {
-    /// SHA-256 of the canonical JSON.
+    /// SHA-256 of the canonical JSON of the signature listing (without the index runs:
+    /// the listing's identity is its signatures).
     pub fn hash(&self) -> String {
-        sha256_hex(&self.to_json())
+        if self.index_runs.is_empty() {
+            return sha256_hex(&self.to_json());
+        }
+        let listing = FileList {
+            index_runs: Vec::new(),
+            ..self.clone()
+        };
+        sha256_hex(&listing.to_json())
     }
 
     /// The JSON written to `files.json`.
@@ -269,6 +281,7 @@ pub fn list_signatures(
             sections: config.sections(),
             signatures: signatures.to_string(),
             files,
+            index_runs: Vec::new(),
         },
         opened,
     ))

@@ -181,10 +181,49 @@ fn a_removed_document_names_its_keeper() {
         ..opts(&docs, &out)
     };
     pipeline::run(&step, &storage, &o).expect("filter");
+    let rows: Vec<_> = rejected(&storage, &out.join("_rejected/b.parquet"))
+        .into_iter()
+        .map(|r| {
+            (
+                r.id,
+                r.keeper_id.expect("keeper id"),
+                r.input,
+                r.row.expect("row"),
+                r.cluster,
+                r.size,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![(
+            "b0".to_string(),
+            "a0".to_string(),
+            "a".to_string(),
+            0,
+            1i64 << 32,
+            2
+        )]
+    );
+}
+
+/// What a rejected document says it matched.
+#[derive(Debug)]
+struct Rejected {
+    id: String,
+    keeper_id: Option<String>,
+    input: String,
+    row: Option<i64>,
+    cluster: i64,
+    size: i64,
+}
+
+/// The rejected documents of one MinHash filter shard.
+fn rejected(storage: &Storage, shard: &Path) -> Vec<Rejected> {
     use arrow_array::Array;
-    let shard = Location::Local(out.join("_rejected/b.parquet"));
+    let shard = Location::Local(shard.to_path_buf());
     let meta = storage.head(&shard).expect("head").expect("rejected shard");
-    let reader = pipeline::shard::ParquetReader::open(&storage, &meta, "", 1024)
+    let reader = pipeline::shard::ParquetReader::open(storage, &meta, "", 1024)
         .expect("open")
         .expect("parquet");
     let mut rows = Vec::new();
@@ -219,26 +258,170 @@ fn a_removed_document_names_its_keeper() {
             int("minhash_cluster_size"),
         );
         for (i, d) in batch.docs.into_iter().enumerate() {
-            assert!(input.is_valid(i) && row.is_valid(i) && keeper.is_valid(i));
-            rows.push((
-                d.id,
-                keeper.value(i).to_string(),
-                input.value(i).to_string(),
-                row.value(i),
-                id.value(i),
-                size.value(i),
-            ));
+            rows.push(Rejected {
+                id: d.id,
+                keeper_id: keeper.is_valid(i).then(|| keeper.value(i).to_string()),
+                input: input.value(i).to_string(),
+                row: row.is_valid(i).then(|| row.value(i)),
+                cluster: id.value(i),
+                size: size.value(i),
+            });
         }
     }
+    rows
+}
+
+/// A text of `words` words from a vocabulary of 5,000, one per `seed`: texts of different
+/// seeds share almost no 5-word shingles.
+fn text(seed: u64, words: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..words)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Letters only: normalisation folds digits.
+            let w = x % 5000;
+            let l = |v: u64| char::from(b'a' + (v % 26) as u8);
+            format!("{}{}{}", l(w), l(w / 26), l(w / 676))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn clusters_that_match_the_index_keep_their_own_size_and_name_the_run() {
+    // Batch 1 becomes the index. Batch 2 holds 10 documents that match it alone, 5
+    // pairs of copies that match it, 70 pairs of new copies and 10 new documents. Each
+    // cluster that matches the index is removed whole, names the index run and keeps
+    // its own size (the match counts as one): none is merged with another through the
+    // run. The union-find and the rounds write the same bytes.
+    let storage = Storage::new();
+    let work = tempfile::tempdir().expect("tmp");
+    let w = work.path();
+    let line =
+        |id: &str, seed: u64| format!("{{\"id\":\"{id}\",\"text\":\"{}\"}}\n", text(seed, 80));
+    let (b1, b2) = (w.join("batch1"), w.join("batch2"));
+    std::fs::create_dir_all(&b1).expect("dir");
+    std::fs::create_dir_all(&b2).expect("dir");
+    let old: String = (0..15).map(|i| line(&format!("old{i}"), i)).collect();
+    std::fs::write(b1.join("old.jsonl"), old).expect("batch 1");
+    let mut files = vec![String::new(), String::new(), String::new()];
+    let mut n = 0;
+    let mut put = |files: &mut Vec<String>, id: String, seed: u64| {
+        files[n % 3].push_str(&line(&id, seed));
+        n += 1;
+    };
+    for i in 0..10 {
+        put(&mut files, format!("alone{i}"), i);
+    }
+    for i in 10..15 {
+        put(&mut files, format!("twin{i}a"), i);
+        put(&mut files, format!("twin{i}b"), i);
+    }
+    for i in 100..170 {
+        put(&mut files, format!("new{i}a"), i);
+        put(&mut files, format!("new{i}b"), i);
+    }
+    for i in 200..210 {
+        put(&mut files, format!("unique{i}"), i);
+    }
+    for (f, body) in files.iter().enumerate() {
+        std::fs::write(b2.join(format!("p{f}.jsonl")), body).expect("batch 2");
+    }
+    let config = Config::default();
+    let run1 = w.join("run1");
+    let (sig1, bk1, cl1) = (run1.join("sig"), run1.join("bk"), run1.join("cl"));
+    dedup::signatures::signatures(&storage, &opts(&b1, &sig1), &config).expect("signatures 1");
+    dedup::buckets::buckets(&storage, &opts(&sig1, &bk1), &config, None).expect("buckets 1");
+    dedup::clusters::clusters(&storage, &opts(&bk1, &cl1), &config).expect("clusters 1");
+    let index = w.join("index");
+    dedup::index::index(&storage, &opts(&sig1, &index), &config, &loc(&cl1)).expect("index");
+    let run_name = std::fs::read_dir(index.join("000"))
+        .expect("index runs")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().to_string())
+        .find_map(|n| n.strip_suffix(".run").map(str::to_string))
+        .expect("one run");
+
+    let (sig, bk) = (w.join("sig"), w.join("bk"));
+    dedup::signatures::signatures(&storage, &opts(&b2, &sig), &config).expect("signatures");
+    dedup::buckets::buckets(&storage, &opts(&sig, &bk), &config, Some(&loc(&index)))
+        .expect("buckets");
+    let uf = w.join("uf");
+    dedup::clusters::clusters(&storage, &opts(&bk, &uf), &config).expect("union-find");
+    let summary = dedup::clusters::read_summary(&storage, &loc(&uf)).expect("summary");
     assert_eq!(
-        rows,
-        vec![(
-            "b0".to_string(),
-            "a0".to_string(),
-            "a".to_string(),
-            0,
-            1i64 << 32,
-            2
-        )]
+        (
+            summary.clusters,
+            summary.removed,
+            summary.matched_index,
+            summary.largest
+        ),
+        (85, 90, 20, 3),
+        "{summary:?}"
     );
+    assert_eq!(
+        summary.sizes,
+        std::collections::BTreeMap::from([(2, 80), (3, 5)])
+    );
+    let small = Config {
+        clusters_memory_bytes: 64 << 10,
+        ..config.clone()
+    };
+    assert!(
+        summary.pairs * dedup::components::UNION_FIND_BYTES_PER_PAIR > small.clusters_memory_bytes
+    );
+    let rounds = w.join("rounds");
+    dedup::clusters::clusters(&storage, &opts(&bk, &rounds), &small).expect("rounds");
+    assert_eq!(results(&uf), results(&rounds), "rounds vs union-find");
+
+    let step = dedup::filter::step(&storage, &config, &uf.to_string_lossy()).expect("step");
+    let out = w.join("out");
+    let o = RunOptions {
+        keep_rejected: true,
+        ..opts(&b2, &out)
+    };
+    pipeline::run(&step, &storage, &o).expect("filter");
+    let mut all = Vec::new();
+    for f in 0..3 {
+        all.extend(rejected(
+            &storage,
+            &out.join(format!("_rejected/p{f}.parquet")),
+        ));
+    }
+    assert_eq!(all.len(), 90);
+    let by_id: std::collections::HashMap<&str, &Rejected> =
+        all.iter().map(|r| (r.id.as_str(), r)).collect();
+    let index_input = format!("index:{run_name}");
+    for i in 0..10 {
+        let r = by_id[format!("alone{i}").as_str()];
+        assert_eq!(
+            (r.input.as_str(), r.size, r.keeper_id.as_deref(), r.row),
+            (index_input.as_str(), 2, None, None)
+        );
+    }
+    for i in 10..15 {
+        let (a, b) = (
+            by_id[format!("twin{i}a").as_str()],
+            by_id[format!("twin{i}b").as_str()],
+        );
+        assert_eq!((a.input.as_str(), a.size), (index_input.as_str(), 3));
+        assert_eq!((b.input.as_str(), b.size), (index_input.as_str(), 3));
+        assert_eq!(a.cluster, b.cluster, "one cluster id for both copies");
+    }
+    let twins: std::collections::BTreeSet<i64> = (10..15)
+        .map(|i| by_id[format!("twin{i}a").as_str()].cluster)
+        .collect();
+    assert_eq!(twins.len(), 5, "clusters that match one run stay apart");
+    for i in 100..170 {
+        // The copy in the earlier input is kept (inputs are sorted by name).
+        let (a, b) = (format!("new{i}a"), format!("new{i}b"));
+        let (gone, kept) = if by_id.contains_key(a.as_str()) {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let r = by_id[gone.as_str()];
+        assert_eq!((r.keeper_id.as_deref(), r.size), (Some(kept.as_str()), 2));
+    }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use dedup::buckets::merge_unit;
-use dedup::merge::MergeInput;
+use dedup::merge::{MergeInput, Origin};
 use dedup::pairs::pairs;
 use dedup::runs::{Entry, Layout, RunWriter, SectionReader, read_header, slots};
 use dedup::{Config, Kind};
@@ -629,7 +629,7 @@ proptest! {
                 let h = read_header(&storage, &loc(p), *size).expect("header");
                 MergeInput {
                     reader: SectionReader::open(&storage, &loc(p), h.layout, &h.sections[0], slots(r, ranges), 40),
-                    file: Some(f),
+                    origin: Origin::Input(f),
                 }
             }).collect();
             let out = dir.path().join(format!("u{r}.pairs"));
