@@ -15,7 +15,9 @@ phases TOOL DOCS WORK [--bin MILL_DEDUP]
   MinhashDedupSignature, Buckets, Cluster, Filter with one worker, its default
   MinhashConfig: 5-grams, 14 buckets x 8 hashes) over DOCS, timing each phase (wall
   seconds, peak RSS) and measuring what it writes; prints a JSON object with the phases
-  and the ids it kept.
+  and the ids it kept. Ours: each phase's process wall time (start-up included).
+  datatrove: each phase in its own process, timed inside it around the executor's run
+  (interpreter start-up and imports left out), the whole process's wall time beside it.
 
 report PAIRS CURVE OURS DATATROVE
   Prints the quality curve next to theory (fails when a bin with >= 200 pairs is more
@@ -131,8 +133,9 @@ def make(args):
     print(f"{len(pairs)} pairs, {len(docs)} documents, {sum(len(d['text']) for d in docs) >> 20} MiB")
 
 
-def run_measured(cmd, env=None):
-    """Runs cmd; returns (wall seconds, peak RSS bytes) of that process alone."""
+def run_measured(cmd, env=None, stdout=None):
+    """Runs cmd; returns (wall seconds, peak RSS bytes) of that process alone; with
+    `stdout` (a list), appends what it printed."""
     start = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
@@ -141,6 +144,8 @@ def run_measured(cmd, env=None):
     err = p.stderr.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{out}\n{err}")
+    if stdout is not None:
+        stdout.append(out)
     return wall, usage.ru_maxrss * 1024
 
 
@@ -210,21 +215,28 @@ def phases_cmd(args):
     if args.tool == "ours":
         phases, out = ours(args.docs, args.work, args.bin, 1)
         kept = kept_ids_parquet(out)
+        walls = [p[1] for p in phases]
     else:
-        phases, kept = datatrove_phases(args.docs, args.work)
-    print(json.dumps({"tool": args.tool, "phases": phases, "kept": kept}))
+        phases, kept, walls = datatrove_phases(args.docs, args.work)
+    print(json.dumps({"tool": args.tool, "phases": phases, "kept": kept, "process_wall": walls}))
 
 
 def datatrove_phases(docs, work):
-    # Each phase in its own process, so its time and memory are its own.
+    # Each phase in its own process, so its memory is its own; its time is taken inside
+    # that process around the executor's run (the interpreter's start-up and datatrove's
+    # imports left out, so the ratio compares the work), the process's wall beside it.
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     phases = []
+    walls = []
     for name in ("signatures", "buckets", "clusters", "filter"):
-        wall, rss = run_measured([sys.executable, __file__, "dt-phase", name, docs, work])
+        printed = []
+        wall, rss = run_measured([sys.executable, __file__, "dt-phase", name, docs, work], stdout=printed)
+        seconds = json.loads(printed[0].strip().splitlines()[-1])["seconds"]
         sub = {"signatures": "sigs", "buckets": "buckets", "clusters": "remove_ids", "filter": "out"}[name]
-        phases.append((name, wall, rss, folder_bytes(os.path.join(work, sub))))
-    return phases, kept_ids_jsonl(os.path.join(work, "out"))
+        phases.append((name, seconds, rss, folder_bytes(os.path.join(work, sub))))
+        walls.append(wall)
+    return phases, kept_ids_jsonl(os.path.join(work, "out")), walls
 
 
 def dt_phase(args):
@@ -258,7 +270,9 @@ def dt_phase(args):
             JsonlWriter(os.path.join(w, "out")),
         ]
         tasks = 1
+    start = time.perf_counter()
     LocalPipelineExecutor(pipeline=pipe, tasks=tasks, workers=1, logging_dir=os.path.join(logs, args.phase)).run()
+    print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
 def report(args):
@@ -303,6 +317,9 @@ def report(args):
         td += w2
         print(f"{n:<12} {w1:>9.2f} s ({r1 >> 20:>4}) {w2:>9.2f} s ({r2 >> 20:>4}) {w2 / max(w1, 1e-9):>6.1f}x")
     print(f"{'all four':<12} {to:>9.2f} s        {td:>9.2f} s        {td / max(to, 1e-9):>6.1f}x")
+    wo, wd = sum(ours_r["process_wall"]), sum(dt_r["process_wall"])
+    print(f"datatrove's time is taken inside each phase's process (start-up and imports left out);")
+    print(f"whole processes: tokenmill {wo:.2f} s, datatrove {wd:.2f} s ({wd / max(wo, 1e-9):.1f}x)")
     if not ok:
         sys.exit("a bin with >= 200 pairs is more than 3 points from theory")
 

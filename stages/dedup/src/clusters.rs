@@ -368,6 +368,7 @@ fn pairs_to_dups(
         let r = components.entry(root).or_insert(run);
         *r = (*r).min(run);
     }
+    drop(uf);
     for (x, keeper) in removed {
         if let Some((f, row)) = split_global(x) {
             let size = sizes.get(&keeper).copied().unwrap_or(1);
@@ -398,25 +399,25 @@ fn pairs_to_dups(
     summary.matched_index = partial.matched_index;
     summary.largest = partial.largest;
     summary.sizes = partial.sizes;
-    // The keepers' ids, each input's id file streamed once.
-    let mut keepers: Vec<u64> = per_file
-        .iter()
-        .flat_map(|d| d.removed.iter().map(|r| r.keeper))
-        .filter(|k| !is_index(*k))
+    // The keepers' ids (every component's keeper that still keeps), each input's id
+    // file streamed once.
+    let mut keepers: Vec<u64> = sizes
+        .keys()
+        .copied()
+        .filter(|k| !is_index(*k) && !components.contains_key(k))
         .collect();
+    drop(sizes);
     keepers.sort_unstable();
-    keepers.dedup();
     let stems: Vec<String> = list.files.iter().map(|f| f.stem.clone()).collect();
     let mut lookup = KeeperIds::new(storage, &list.signatures, &stems, 1 << 20)?;
-    let mut next = keepers.into_iter();
-    attach_names(
-        &mut per_file,
-        || match next.next() {
-            Some(k) => Ok(lookup.get(k)?.map(|id| (k, id))),
-            None => Ok(None),
-        },
-        &list.signatures,
-    )?;
+    let mut ids = HashMap::with_capacity(keepers.len());
+    for k in keepers {
+        if let Some(id) = lookup.get(k)? {
+            ids.insert(k, id);
+        }
+    }
+    attach_names(&mut per_file, &ids, &list.signatures)?;
+    drop(ids);
     let mut outputs = Vec::new();
     let mut written = 0u64;
     for (f, d) in list.files.iter().zip(per_file.iter_mut()) {

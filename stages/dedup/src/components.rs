@@ -72,9 +72,9 @@ pub const UNION_FIND_BYTES_PER_PAIR: u64 = 64;
 /// Keeps the C allocator to one arena for the whole process (glibc's `M_ARENA_MAX` 1,
 /// as `MALLOC_ARENA_MAX=1` would). Each unit runs on a thread of its own, and glibc gives
 /// threads arenas of their own that keep what the unit freed: at 10^8 planted documents
-/// and 32 MiB per unit, two one-thread tasks peaked at 75 MiB each with the default
-/// arenas and 43 MiB with one. The units allocate large buffers and few small blocks,
-/// so one arena costs them no measurable time. Call it first thing in a process that
+/// and 32 MiB per unit, two one-thread tasks peaked at 135 MiB each with the default
+/// arenas and 43 MiB with `MALLOC_ARENA_MAX=1` (75 and 46 MiB at 10^7). The units
+/// allocate large buffers and few small blocks. Call it first thing in a process that
 /// runs the clusters phase (`mill-dedup clusters`, `mill step` of a clusters step): the
 /// limit holds only for arenas not made yet. Returns whether the allocator took it;
 /// elsewhere than glibc it does nothing and returns false.
@@ -110,9 +110,11 @@ pub fn shape(list: &FileList, pairs: u64, budget: u64, root: Location) -> Rounds
     // sorted in memory up to half the budget.
     let edge_bytes = pairs.saturating_mul(32);
     let partitions = edge_bytes.div_ceil((budget / 2).max(1)).clamp(1, 4096) as usize;
-    // A write unit holds the removal lists of its inputs: 16 bytes per row at most, and
-    // the id of each keeper they name (about 96 bytes with a 47-byte WARC-Record-ID).
-    let per_group = (budget / 2 / (16 + 96)).max(1);
+    // A write unit holds the removal lists of its inputs (24 bytes per removed row, 8
+    // per keeper) and the id of each keeper they name (about 100 bytes with a 47-byte
+    // WARC-Record-ID, twice while they are handed out): 64 bytes per row on average when
+    // about a third of the rows go, as on the web.
+    let per_group = (budget / 2 / 64).max(1);
     let mut groups = Vec::new();
     let mut start = 0;
     let mut docs = 0u64;
@@ -233,6 +235,11 @@ impl<'a> Spill<'a> {
         self.buf.clear();
         self.parts.push(rel);
         Ok(())
+    }
+
+    /// Whether anything was pushed.
+    fn pushed(&self) -> bool {
+        !self.buf.is_empty() || !self.parts.is_empty()
     }
 
     /// Writes what is left; returns the parts (at least one) and bytes written.
@@ -683,9 +690,11 @@ pub fn run(
             out.push(partition(b, p), edge(b, a))?;
         }
         let (mut parts, mut written) = out.finish()?;
-        let (more, more_bytes) = matches.finish()?;
-        parts.extend(more);
-        written += more_bytes;
+        if matches.pushed() {
+            let (more, more_bytes) = matches.finish()?;
+            parts.extend(more);
+            written += more_bytes;
+        }
         Ok(unit_done(parts, read, written))
     })?;
     let loaded = prev.clone();
@@ -739,14 +748,20 @@ pub fn run(
     drop_parts(storage, &ropts, &inputs)?;
     // Matches of the index, turned into (component keeper, index run) by the keeper's
     // input group.
+    // Only when some pair named an index run: the load units write no match parts
+    // otherwise.
     let matches = parts_named(&loaded, MATCHES);
-    let units = named_units("cm", groups, &version);
-    let flags = ctx.share("dedup.clusters.matches", units, true, |u| {
-        let h = unit_number(u)?;
-        matches_unit(
-            storage, config, shape, &matches, &records, h, &u.name, &group,
-        )
-    })?;
+    let flags = if matches.is_empty() {
+        Vec::new()
+    } else {
+        let units = named_units("cm", groups, &version);
+        ctx.share("dedup.clusters.matches", units, true, |u| {
+            let h = unit_number(u)?;
+            matches_unit(
+                storage, config, shape, &matches, &records, h, &u.name, &group,
+            )
+        })?
+    };
     let stems: Vec<String> = list.files.iter().map(|f| f.stem.clone()).collect();
     let units = named_units("ci", groups, &version);
     let ids = ctx.share("dedup.clusters.ids", units, true, |u| {
@@ -912,8 +927,23 @@ impl Shared<'_> {
                     })
                     .collect()
             });
-            for r in results {
-                report.stats.merge(&r?);
+            for (unit, r) in take.iter().zip(results) {
+                match r {
+                    Ok(stats) => report.stats.merge(&stats),
+                    // Two tasks that claim a unit at the same moment both run it; once
+                    // one copy is done the rounds move on and delete what the other may
+                    // still be reading. The unit's marker then says its work is done.
+                    Err(e) => {
+                        let marker = marker_location(&ropts.output, &unit.name);
+                        if read_marker(storage, &marker)?
+                            .is_some_and(|m| m.matches_unit(&unit.version, hash))
+                        {
+                            tracing::warn!(unit = %unit.name, error = %e, "a second copy of a unit failed after the first finished");
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                }
             }
         }
         if !collect {
@@ -1369,18 +1399,20 @@ fn write_unit(
     // of input group (ascending keepers).
     let chunk = config.clusters_memory_bytes / 8;
     let mut answers = IdReader::new(storage, all_parts(ids), g, chunk);
-    let (mut names, mut matched) = (Vec::new(), HashMap::new());
+    let (mut names, mut matched) = (HashMap::new(), HashMap::new());
     while let Some((keeper, run, id)) = answers.next()? {
         match run {
             Some(node) => {
                 matched.insert(keeper, node);
             }
-            None => names.push((keeper, id)),
+            None => {
+                names.insert(keeper, id);
+            }
         }
     }
     apply_index_matches(&mut per_file, range.start, &matched);
-    let mut names = names.into_iter();
-    attach_names(&mut per_file, || Ok(names.next()), &shape.root.to_string())?;
+    attach_names(&mut per_file, &names, &shape.root.to_string())?;
+    drop(names);
     let summary = summarize(&per_file, range.start);
     let mut written = 0u64;
     for (f, d) in list.files[range].iter().zip(&per_file) {

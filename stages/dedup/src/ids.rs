@@ -6,7 +6,7 @@
 //! Written by the signatures phase (and the planted generator), streamed once per input
 //! by whoever looks keepers up; rows are asked for in ascending order.
 
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 
 use pipeline::{Error, Location, Result, Storage};
 
@@ -119,6 +119,33 @@ impl IdsCursor {
             });
         }
         loop {
+            // Rows before the one asked for are skipped inside the read buffer when
+            // they are whole there (most are), without copying them out.
+            if self.at < row {
+                let buf = self
+                    .reader
+                    .fill_buf()
+                    .map_err(|e| Error::from_io_error("reading", &self.url, e))?;
+                let (mut used, mut skipped) = (0usize, 0u64);
+                while self.at + skipped < row && buf.len() >= used + 4 {
+                    let len = u32::from_le_bytes([
+                        buf[used],
+                        buf[used + 1],
+                        buf[used + 2],
+                        buf[used + 3],
+                    ]) as usize;
+                    if len > MAX_ID_BYTES || buf.len() < used + 4 + len {
+                        break;
+                    }
+                    used += 4 + len;
+                    skipped += 1;
+                }
+                if skipped > 0 {
+                    self.reader.consume(used);
+                    self.at += skipped;
+                    continue;
+                }
+            }
             let mut len = [0u8; 4];
             self.reader
                 .read_exact(&mut len)
@@ -195,42 +222,32 @@ impl<'a> KeeperIds<'a> {
     }
 }
 
-/// Gives each removal list in `lists` the ids of the keepers its removed rows name.
-/// `ids` hands out (keeper, id) in ascending order of keeper, at least for every keeper
-/// named; `url` says where they come from in errors.
+/// Gives each removal list in `lists` the ids of the keepers its removed rows name,
+/// from `ids` (keeper → id, at least every keeper named); `url` says where they come
+/// from in errors.
 pub fn attach_names(
     lists: &mut [crate::dups::Dups],
-    mut ids: impl FnMut() -> Result<Option<(u64, String)>>,
+    ids: &std::collections::HashMap<u64, String>,
     url: &str,
 ) -> Result<()> {
-    let mut needs: Vec<(u64, u32)> = lists
-        .iter()
-        .enumerate()
-        .flat_map(|(f, d)| {
+    let mut named: Vec<u64> = Vec::new();
+    for d in lists.iter_mut() {
+        named.clear();
+        named.extend(
             d.removed
                 .iter()
-                .filter(|r| !crate::is_index(r.keeper))
-                .map(move |r| (r.keeper, f as u32))
-        })
-        .collect();
-    needs.sort_unstable();
-    needs.dedup();
-    let mut current: Option<(u64, String)> = None;
-    for (k, f) in needs {
-        while current.as_ref().is_none_or(|(c, _)| *c < k) {
-            current = ids()?;
-            if current.is_none() {
-                break;
-            }
-        }
-        match &current {
-            Some((c, id)) if *c == k => lists[f as usize].names.push((k, id.clone())),
-            _ => {
-                return Err(Error::Input {
-                    url: url.to_string(),
-                    message: format!("no id for keeper {k:#x}"),
-                });
-            }
+                .map(|r| r.keeper)
+                .filter(|k| !crate::is_index(*k)),
+        );
+        named.sort_unstable();
+        named.dedup();
+        d.names.reserve_exact(named.len());
+        for k in &named {
+            let id = ids.get(k).ok_or_else(|| Error::Input {
+                url: url.to_string(),
+                message: format!("no id for keeper {k:#x}"),
+            })?;
+            d.names.push((*k, id.clone()));
         }
     }
     Ok(())
