@@ -13,7 +13,10 @@ python TOKENIZER SAMPLE_JSONL OUT_JSON
 datatrove TOKENIZER SAMPLE_JSONL WORK_DIR OUT_JSON
   datatrove's JsonlReader -> DocumentTokenizer (the FineWeb tokenization step; eos
   token appended, no shuffling), one task, one worker, on local disk; times the whole
-  pipeline run (reading included, as mill-tokenize's time includes reading).
+  pipeline run (reading included, as mill-tokenize's time includes reading), and, in the
+  same process before it, one load of the tokenizer file (Tokenizer.from_file): the
+  run's time less that load is its work, to set beside mill-tokenize's per-input time
+  (which its own tokenizer load is not part of).
 ours-ids SHARDS_DIR
   Prints the SHA-256 of every id in the shards the manifest lists, in order, in the same
   form as `python` computes it.
@@ -119,16 +122,22 @@ def datatrove_run(tokenizer, sample_path, work, out):
         logging_dir=str(work / "logs"),
         skip_completed=False,
     )
+    from tokenizers import Tokenizer
+
+    start = time.perf_counter()
+    Tokenizer.from_file(tokenizer)
+    load_seconds = time.perf_counter() - start
     start = time.perf_counter()
     executor.run()
     seconds = time.perf_counter() - start
-    from tokenizers import Tokenizer
 
     # datatrove's token width: 4 bytes once the vocabulary outgrows uint16.
     width = 4 if Tokenizer.from_file(tokenizer).get_vocab_size() > 65536 else 2
     tokens = sum(f.stat().st_size // width for f in (work / "tokens").rglob("*.ds"))
     result = {
         "seconds": seconds,
+        "load_seconds": load_seconds,
+        "work_seconds": seconds - load_seconds,
         "documents": len(texts),
         "bytes": sum(len(t.encode("utf-8")) for t in texts),
         "tokens_files": tokens,
