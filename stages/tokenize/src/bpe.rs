@@ -203,6 +203,21 @@ impl std::fmt::Debug for Encoder {
     }
 }
 
+/// The 1.0 reader's tokenizer. Files written by older releases are upgraded to the
+/// canonical form the 1.0 reader takes.
+fn load_fast(
+    json: &str,
+) -> std::result::Result<tokenizers_fast::pipeline::PipelineTokenizer, String> {
+    match tokenizers_fast::from_json(json) {
+        Ok(t) => Ok(t),
+        Err(first) => {
+            let canonical =
+                tokenizers_fast::canonicalize_str(json).map_err(|_| first.to_string())?;
+            tokenizers_fast::from_json(&canonical).map_err(|e| e.to_string())
+        }
+    }
+}
+
 impl Encoder {
     /// Loads a `tokenizer.json` (`url` names it in errors).
     pub fn load(json: &str, kind: EncoderKind, url: &str) -> Result<Encoder> {
@@ -210,24 +225,27 @@ impl Encoder {
             url: url.to_string(),
             message: format!("not a usable tokenizer.json: {e}"),
         };
-        let mut reference: tokenizers::Tokenizer = json
-            .parse()
-            .map_err(|e: tokenizers::Error| bad(e.to_string()))?;
-        reference.set_encode_special_tokens(true);
-        let fast = match kind {
-            EncoderKind::Reference => None,
-            EncoderKind::Fast => Some(match tokenizers_fast::from_json(json) {
-                Ok(t) => t,
-                // Files written by older releases are upgraded to the canonical form the
-                // 1.0 reader takes.
-                Err(first) => {
-                    let canonical = tokenizers_fast::canonicalize_str(json)
-                        .map_err(|_| bad(first.to_string()))?;
-                    tokenizers_fast::from_json(&canonical).map_err(|e| bad(e.to_string()))?
+        // The two readers each parse the whole file (10 MB at 256,000 entries, 0.8 and
+        // 1.2 s of CPU here): side by side when the pool has two threads.
+        let (reference, fast) = rayon::join(
+            || -> Result<tokenizers::Tokenizer> {
+                let mut reference: tokenizers::Tokenizer = json
+                    .parse()
+                    .map_err(|e: tokenizers::Error| bad(e.to_string()))?;
+                reference.set_encode_special_tokens(true);
+                Ok(reference)
+            },
+            || -> Result<Option<tokenizers_fast::pipeline::PipelineTokenizer>> {
+                match kind {
+                    EncoderKind::Reference => Ok(None),
+                    EncoderKind::Fast => load_fast(json).map(Some).map_err(bad),
                 }
-            }),
-        };
-        Ok(Encoder { reference, fast })
+            },
+        );
+        Ok(Encoder {
+            reference: reference?,
+            fast: fast?,
+        })
     }
 
     /// Appends the ids of `text` to `out`. A special token's spelling inside a
