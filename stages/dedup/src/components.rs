@@ -1272,7 +1272,9 @@ fn ids_unit(
     let mut requests = Merge::open(storage, &parts_named(inputs, REQUESTS), g, &half)?;
     let mut runs = Merge::open(storage, &all_parts(flags), g, &half)?;
     let mut out = IdSpill::new(storage, &shape.root, name, shape.groups.len(), budget / 2);
-    let mut lookup = KeeperIds::new(storage, &list.signatures, stems, (budget / 8) as usize)?;
+    // One id file open at a time, read through a buffer of at most 8 MiB.
+    let buffer = (budget / 8).clamp(64 << 10, 8 << 20) as usize;
+    let mut lookup = KeeperIds::new(storage, &list.signatures, stems, buffer)?;
     let (mut last_request, mut last_run) = (None, None);
     let mut request = requests.next(&mut last_request)?;
     let mut run = runs.next(&mut last_run)?;
