@@ -291,21 +291,19 @@ fn text(seed: u64, words: usize) -> String {
 
 #[test]
 fn clusters_that_match_the_index_keep_their_own_size_and_name_the_run() {
-    // Batch 1 becomes the index. Batch 2 holds 10 documents that match it alone, 5
-    // pairs of copies that match it, 70 pairs of new copies and 10 new documents. Each
-    // cluster that matches the index is removed whole, names the index run and keeps
-    // its own size (the match counts as one): none is merged with another through the
-    // run. The union-find and the rounds write the same bytes.
+    // Two earlier batches become the index, one run each. Batch 2 holds 10 documents
+    // that match it alone, 5 pairs of copies that match it, 70 pairs of new copies and
+    // 10 new documents, its buckets cut into 112 tasks (eight hash ranges per band). Each
+    // cluster that matches the index is removed whole, names the index run it matched
+    // and keeps its own size (the match counts as one): none is merged with another
+    // through a run. The union-find and the rounds write the same bytes.
     let storage = Storage::new();
     let work = tempfile::tempdir().expect("tmp");
     let w = work.path();
     let line =
         |id: &str, seed: u64| format!("{{\"id\":\"{id}\",\"text\":\"{}\"}}\n", text(seed, 80));
-    let (b1, b2) = (w.join("batch1"), w.join("batch2"));
-    std::fs::create_dir_all(&b1).expect("dir");
+    let b2 = w.join("batch2");
     std::fs::create_dir_all(&b2).expect("dir");
-    let old: String = (0..15).map(|i| line(&format!("old{i}"), i)).collect();
-    std::fs::write(b1.join("old.jsonl"), old).expect("batch 1");
     let mut files = vec![String::new(), String::new(), String::new()];
     let mut n = 0;
     let mut put = |files: &mut Vec<String>, id: String, seed: u64| {
@@ -330,23 +328,53 @@ fn clusters_that_match_the_index_keep_their_own_size_and_name_the_run() {
         std::fs::write(b2.join(format!("p{f}.jsonl")), body).expect("batch 2");
     }
     let config = Config::default();
-    let run1 = w.join("run1");
-    let (sig1, bk1, cl1) = (run1.join("sig"), run1.join("bk"), run1.join("cl"));
-    dedup::signatures::signatures(&storage, &opts(&b1, &sig1), &config).expect("signatures 1");
-    dedup::buckets::buckets(&storage, &opts(&sig1, &bk1), &config, None).expect("buckets 1");
-    dedup::clusters::clusters(&storage, &opts(&bk1, &cl1), &config).expect("clusters 1");
     let index = w.join("index");
-    dedup::index::index(&storage, &opts(&sig1, &index), &config, &loc(&cl1)).expect("index");
-    let run_name = std::fs::read_dir(index.join("000"))
-        .expect("index runs")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().to_string())
-        .find_map(|n| n.strip_suffix(".run").map(str::to_string))
-        .expect("one run");
+    let index_runs = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(index.join("000"))
+            .expect("index runs")
+            .filter_map(|e| {
+                let name = e.expect("entry").file_name().to_string_lossy().to_string();
+                name.strip_suffix(".run").map(str::to_string)
+            })
+            .collect()
+    };
+    // Earlier batch A holds old0..old7, batch B old8..old14: one index run each.
+    let mut run_of = Vec::new();
+    for (batch, seeds) in [("a", 0..8u64), ("b", 8..15u64)] {
+        let (dir, run) = (
+            w.join(format!("batch-{batch}")),
+            w.join(format!("run-{batch}")),
+        );
+        std::fs::create_dir_all(&dir).expect("dir");
+        let body: String = seeds.map(|i| line(&format!("old{i}"), i)).collect();
+        std::fs::write(dir.join("old.jsonl"), body).expect("earlier batch");
+        let (sig1, bk1, cl1) = (run.join("sig"), run.join("bk"), run.join("cl"));
+        dedup::signatures::signatures(&storage, &opts(&dir, &sig1), &config).expect("signatures");
+        dedup::buckets::buckets(&storage, &opts(&sig1, &bk1), &config, None).expect("buckets");
+        dedup::clusters::clusters(&storage, &opts(&bk1, &cl1), &config).expect("clusters");
+        let before = if index.exists() {
+            index_runs()
+        } else {
+            Default::default()
+        };
+        dedup::index::index(&storage, &opts(&sig1, &index), &config, &loc(&cl1)).expect("index");
+        let new: Vec<String> = index_runs().difference(&before).cloned().collect();
+        assert_eq!(new.len(), 1, "one new run per batch");
+        run_of.push(format!("index:{}", new[0]));
+    }
+    let run_of = |seed: u64| run_of[usize::from(seed >= 8)].as_str();
 
     let (sig, bk) = (w.join("sig"), w.join("bk"));
     dedup::signatures::signatures(&storage, &opts(&b2, &sig), &config).expect("signatures");
-    dedup::buckets::buckets(&storage, &opts(&sig, &bk), &config, Some(&loc(&index)))
-        .expect("buckets");
+    let tasks = 8 * config.bands;
+    for task in 0..tasks {
+        let o = RunOptions {
+            tasks,
+            task,
+            ..opts(&sig, &bk)
+        };
+        dedup::buckets::buckets(&storage, &o, &config, Some(&loc(&index))).expect("buckets");
+    }
     let uf = w.join("uf");
     dedup::clusters::clusters(&storage, &opts(&bk, &uf), &config).expect("union-find");
     let summary = dedup::clusters::read_summary(&storage, &loc(&uf)).expect("summary");
@@ -392,12 +420,11 @@ fn clusters_that_match_the_index_keep_their_own_size_and_name_the_run() {
     assert_eq!(all.len(), 90);
     let by_id: std::collections::HashMap<&str, &Rejected> =
         all.iter().map(|r| (r.id.as_str(), r)).collect();
-    let index_input = format!("index:{run_name}");
     for i in 0..10 {
         let r = by_id[format!("alone{i}").as_str()];
         assert_eq!(
             (r.input.as_str(), r.size, r.keeper_id.as_deref(), r.row),
-            (index_input.as_str(), 2, None, None)
+            (run_of(i), 2, None, None)
         );
     }
     for i in 10..15 {
@@ -405,8 +432,8 @@ fn clusters_that_match_the_index_keep_their_own_size_and_name_the_run() {
             by_id[format!("twin{i}a").as_str()],
             by_id[format!("twin{i}b").as_str()],
         );
-        assert_eq!((a.input.as_str(), a.size), (index_input.as_str(), 3));
-        assert_eq!((b.input.as_str(), b.size), (index_input.as_str(), 3));
+        assert_eq!((a.input.as_str(), a.size), (run_of(i), 3));
+        assert_eq!((b.input.as_str(), b.size), (run_of(i), 3));
         assert_eq!(a.cluster, b.cluster, "one cluster id for both copies");
     }
     let twins: std::collections::BTreeSet<i64> = (10..15)
