@@ -147,19 +147,79 @@ fn edge(node: u64, neighbour: u64) -> Entry {
     }
 }
 
-/// Sorted output of one unit: entries by section, spilled to a new part whenever the
-/// buffer holds `cap` entries. Each part is a part file (below) with one section per
-/// partition of the next round, or per input group.
-struct Spill<'a> {
+/// The part files one unit writes, `<unit>.<n>.part`: each section's bytes in section
+/// order, then per section (offset, count) as u64, and the trailer (below).
+struct Parts<'a> {
     storage: &'a Storage,
     dir: Location,
     unit: String,
+    names: Vec<String>,
+    bytes: u64,
+}
+
+impl<'a> Parts<'a> {
+    fn new(storage: &'a Storage, dir: &Location, unit: &str) -> Self {
+        Parts {
+            storage,
+            dir: dir.clone(),
+            unit: unit.to_string(),
+            names: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Writes the next part: `section(s, w)` writes section `s` and returns its count
+    /// (entries, or bytes for an empty layout) and its bytes.
+    fn write(
+        &mut self,
+        sections: usize,
+        layout: Layout,
+        magic: &[u8; 8],
+        mut section: impl FnMut(u32, &mut dyn Write) -> std::io::Result<(u64, u64)>,
+    ) -> Result<()> {
+        let rel = format!("{}.{:04}{PART}", self.unit, self.names.len());
+        let loc = self.dir.join(&rel);
+        self.storage.remove_stale_temporaries(&loc)?;
+        let url = loc.to_string();
+        let io = |e| Error::from_io_error("writing", &url, e);
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, self.storage.create(&loc)?);
+        let mut table = Vec::with_capacity(sections * 16 + 16);
+        let mut offset = 0u64;
+        for s in 0..sections as u32 {
+            let (count, bytes) = section(s, &mut w).map_err(io)?;
+            table.extend_from_slice(&offset.to_le_bytes());
+            table.extend_from_slice(&count.to_le_bytes());
+            offset += bytes;
+        }
+        table.extend_from_slice(&(sections as u32).to_le_bytes());
+        table.push(layout.key_bytes);
+        table.push(u8::from(layout.rank) | (u8::from(layout.row) << 1));
+        table.extend_from_slice(&[0, 0]);
+        table.extend_from_slice(magic);
+        w.write_all(&table).map_err(io)?;
+        let writer = w
+            .into_inner()
+            .map_err(|e| Error::from_io_error("writing", &url, e.into_error()))?;
+        self.bytes += writer.finish()?;
+        self.names.push(rel);
+        Ok(())
+    }
+
+    /// The parts written and their bytes.
+    fn done(self) -> (Vec<String>, u64) {
+        (self.names, self.bytes)
+    }
+}
+
+/// Sorted output of one unit: entries by section, spilled to a new part whenever the
+/// buffer holds `cap` entries. Each part has one section per partition of the next
+/// round, or per input group.
+struct Spill<'a> {
+    parts: Parts<'a>,
     layout: Layout,
     sections: usize,
     cap: usize,
     buf: Vec<(u32, Entry)>,
-    parts: Vec<String>,
-    bytes: u64,
 }
 
 impl<'a> Spill<'a> {
@@ -176,15 +236,11 @@ impl<'a> Spill<'a> {
         let width = std::mem::size_of::<(u32, Entry)>() as u64;
         let cap = ((budget / 2) / width).clamp(1024, 1 << 28) as usize;
         Spill {
-            storage,
-            dir: dir.clone(),
-            unit: unit.to_string(),
+            parts: Parts::new(storage, dir, unit),
             layout,
             sections,
             cap,
             buf: Vec::new(),
-            parts: Vec::new(),
-            bytes: 0,
         }
     }
 
@@ -200,78 +256,51 @@ impl<'a> Spill<'a> {
     }
 
     fn flush(&mut self) -> Result<()> {
-        if self.buf.is_empty() && !self.parts.is_empty() {
+        if self.buf.is_empty() && !self.parts.names.is_empty() {
             return Ok(());
         }
         self.buf.sort_unstable();
         self.buf.dedup();
-        let rel = format!("{}.{:04}{PART}", self.unit, self.parts.len());
-        let loc = self.dir.join(&rel);
-        self.storage.remove_stale_temporaries(&loc)?;
-        let url = loc.to_string();
-        let io = |e| Error::from_io_error("writing", &url, e);
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, self.storage.create(&loc)?);
-        let mut table = Vec::with_capacity(self.sections * 16 + 16);
-        let (mut at, mut offset) = (0, 0u64);
+        let (buf, layout) = (&self.buf, self.layout);
+        let mut at = 0;
         let mut bytes = Vec::with_capacity(32);
-        for s in 0..self.sections as u32 {
-            let start = at;
-            while at < self.buf.len() && self.buf[at].0 == s {
-                bytes.clear();
-                self.layout.encode(&self.buf[at].1, &mut bytes);
-                w.write_all(&bytes).map_err(io)?;
-                at += 1;
-            }
-            table.extend_from_slice(&offset.to_le_bytes());
-            table.extend_from_slice(&((at - start) as u64).to_le_bytes());
-            offset += ((at - start) * self.layout.width()) as u64;
-        }
-        trailer(&mut table, self.sections, self.layout, PART_MAGIC);
-        w.write_all(&table).map_err(io)?;
-        let writer = w
-            .into_inner()
-            .map_err(|e| Error::from_io_error("writing", &url, e.into_error()))?;
-        self.bytes += writer.finish()?;
+        self.parts
+            .write(self.sections, layout, PART_MAGIC, |s, w| {
+                let start = at;
+                while at < buf.len() && buf[at].0 == s {
+                    bytes.clear();
+                    layout.encode(&buf[at].1, &mut bytes);
+                    w.write_all(&bytes)?;
+                    at += 1;
+                }
+                let n = (at - start) as u64;
+                Ok((n, n * layout.width() as u64))
+            })?;
         self.buf.clear();
-        self.parts.push(rel);
         Ok(())
     }
 
     /// Whether anything was pushed.
     fn pushed(&self) -> bool {
-        !self.buf.is_empty() || !self.parts.is_empty()
+        !self.buf.is_empty() || !self.parts.names.is_empty()
     }
 
     /// Writes what is left; returns the parts (at least one) and bytes written.
     fn finish(mut self) -> Result<(Vec<String>, u64)> {
         self.flush()?;
-        Ok((self.parts, self.bytes))
+        Ok(self.parts.done())
     }
-}
-
-/// Ends a part file's section table: the section count, the layout and the magic.
-fn trailer(table: &mut Vec<u8>, sections: usize, layout: Layout, magic: &[u8; 8]) {
-    table.extend_from_slice(&(sections as u32).to_le_bytes());
-    table.push(layout.key_bytes);
-    table.push(u8::from(layout.rank) | (u8::from(layout.row) << 1));
-    table.extend_from_slice(&[0, 0]);
-    table.extend_from_slice(magic);
 }
 
 /// The id parts of the ids round: per input group, (keeper u64, index run node u64 or
 /// `u64::MAX`, length u32, id bytes) in ascending order of keeper, as the ids unit
-/// finds them (no sort); a new part
-/// whenever the buffers hold half the budget. Same trailer as the edge parts, with an
-/// empty layout, counts in bytes and its own magic.
+/// finds them (no sort); a new part whenever the buffers hold half the budget. Same
+/// trailer as the edge parts, with an empty layout, counts in bytes and its own magic.
 struct IdSpill<'a> {
-    storage: &'a Storage,
-    dir: Location,
-    unit: String,
+    parts: Parts<'a>,
     cap: usize,
     held: usize,
     buf: Vec<Vec<u8>>,
-    parts: Vec<String>,
-    bytes: u64,
 }
 
 const ID_PART_MAGIC: &[u8; 8] = b"TMIDPT01";
@@ -288,14 +317,10 @@ const NO_LAYOUT: Layout = Layout {
 impl<'a> IdSpill<'a> {
     fn new(storage: &'a Storage, dir: &Location, unit: &str, sections: usize, budget: u64) -> Self {
         IdSpill {
-            storage,
-            dir: dir.clone(),
-            unit: unit.to_string(),
+            parts: Parts::new(storage, dir, unit),
             cap: (budget / 2).max(1 << 16) as usize,
             held: 0,
             buf: vec![Vec::new(); sections],
-            parts: Vec::new(),
-            bytes: 0,
         }
     }
 
@@ -313,38 +338,25 @@ impl<'a> IdSpill<'a> {
     }
 
     fn flush(&mut self) -> Result<()> {
-        if self.held == 0 && !self.parts.is_empty() {
+        if self.held == 0 && !self.parts.names.is_empty() {
             return Ok(());
         }
-        let rel = format!("{}.{:04}{PART}", self.unit, self.parts.len());
-        let loc = self.dir.join(&rel);
-        self.storage.remove_stale_temporaries(&loc)?;
-        let url = loc.to_string();
-        let io = |e| Error::from_io_error("writing", &url, e);
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, self.storage.create(&loc)?);
-        let mut table = Vec::with_capacity(self.buf.len() * 16 + 16);
-        let mut offset = 0u64;
-        for b in &mut self.buf {
-            w.write_all(b).map_err(io)?;
-            table.extend_from_slice(&offset.to_le_bytes());
-            table.extend_from_slice(&(b.len() as u64).to_le_bytes());
-            offset += b.len() as u64;
-            b.clear();
-        }
-        trailer(&mut table, self.buf.len(), NO_LAYOUT, ID_PART_MAGIC);
-        w.write_all(&table).map_err(io)?;
-        let writer = w
-            .into_inner()
-            .map_err(|e| Error::from_io_error("writing", &url, e.into_error()))?;
-        self.bytes += writer.finish()?;
+        let buf = &mut self.buf;
+        self.parts
+            .write(buf.len(), NO_LAYOUT, ID_PART_MAGIC, |s, w| {
+                let b = &mut buf[s as usize];
+                w.write_all(b)?;
+                let n = b.len() as u64;
+                b.clear();
+                Ok((n, n))
+            })?;
         self.held = 0;
-        self.parts.push(rel);
         Ok(())
     }
 
     fn finish(mut self) -> Result<(Vec<String>, u64)> {
         self.flush()?;
-        Ok((self.parts, self.bytes))
+        Ok(self.parts.done())
     }
 }
 

@@ -110,20 +110,19 @@ impl Planted {
     /// four-round Feistel network on the next power of four, walked until it lands
     /// inside).
     pub fn document(&self, i: u64) -> u64 {
-        let mut x = i;
-        loop {
-            x = self.feistel(x, false);
-            if x < self.documents {
-                return x;
-            }
-        }
+        self.walk(i, false)
     }
 
     /// The permutation slot of document `d` (the inverse of [`Planted::document`]).
     pub fn slot(&self, d: u64) -> u64 {
-        let mut x = d;
+        self.walk(d, true)
+    }
+
+    /// The Feistel network (or its inverse) applied until the value lands inside
+    /// `0..documents` (cycle walking).
+    fn walk(&self, mut x: u64, inverse: bool) -> u64 {
         loop {
-            x = self.feistel(x, true);
+            x = self.feistel(x, inverse);
             if x < self.documents {
                 return x;
             }
