@@ -124,7 +124,7 @@ pub const H1: u64 = h(b"h1");
 /// Name hashes of the heading elements.
 pub const HEADINGS: [u64; 6] = [H1, h(b"h2"), h(b"h3"), h(b"h4"), h(b"h5"), h(b"h6")];
 const HEAD: u64 = h(b"head");
-const ARTICLE: u64 = h(b"article");
+pub(crate) const ARTICLE: u64 = h(b"article");
 const MAIN: u64 = h(b"main");
 const OPTION: u64 = h(b"option");
 const PRE: u64 = h(b"pre");

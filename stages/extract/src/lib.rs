@@ -70,8 +70,9 @@ pub struct Config {
     /// rest is a link index (table of contents, index of terms): its links are kept.
     #[serde(default = "default_link_index_ratio")]
     pub link_index_ratio: f64,
-    /// What doubtful parts of a page go to: `precision`, `balanced` or `recall`
-    /// (trafilatura's `favor_precision` / `favor_recall`; see [`extract::Favor`]).
+    /// What doubtful parts of a page go to: `precision` (the default), `balanced` or
+    /// `recall` (trafilatura's `favor_precision` / `favor_recall`; see
+    /// [`extract::Favor`]).
     #[serde(default)]
     pub favor: extract::Favor,
     /// URL filtering (RefinedWeb's first step).

@@ -1044,6 +1044,94 @@ fn a_short_post_beside_a_heavier_column_is_the_root() {
     assert!(!precision.contains("Find book 7"), "{precision}");
 }
 
+/// A short post (under 250 bytes) in a content-marked element beside a sidebar and a
+/// footer that class names mark (a 2012 blog: "About this magazine", "Subscribe").
+/// `balanced` takes the more lenient pass, which gives over twice the text, sidebar
+/// included; `precision`, the default, keeps the post alone: a lenient pass must give
+/// sixteen times a content-marked element's text to replace it.
+#[test]
+fn a_short_post_is_not_replaced_by_its_sidebar() {
+    let page = "<html><body><div id=\"wrap\"><div class=\"post\"><h2>Issue one is out</h2>\
+        <div class=\"entry-content\"><p>We have finally released issue one, with a new website to go with it.</p>\
+        <p>Thanks to all who wrote for it.</p></div></div>\
+        <div class=\"sidebar\"><div class=\"widget\"><h3>About this magazine</h3><p>A print magazine \
+        of the best essays written by programmers, edited by volunteers every month.</p></div>\
+        <div class=\"widget\"><h3>Subscribe</h3><p>Subscriptions start from twenty-nine pounds a year \
+        and include every back issue as a download.</p></div></div>\
+        <div class=\"footer\"><p>Published by a small press of two people who like paper more than \
+        screens. Not affiliated with any news site.</p></div></div></body></html>";
+    let url = "https://magazine.example/2012/06/issue-one";
+    let default = extract::Extract::new(&Config::default())
+        .page_of(page.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    for (favor, text) in [
+        (
+            "precision",
+            text_with_favor("precision", page.as_bytes(), url),
+        ),
+        ("default", default),
+    ] {
+        assert!(
+            text.contains("finally released issue one"),
+            "{favor}: {text}"
+        );
+        assert!(!text.contains("Subscriptions start"), "{favor}: {text}");
+        assert!(!text.contains("small press"), "{favor}: {text}");
+    }
+    let balanced = text_with_favor("balanced", page.as_bytes(), url);
+    assert!(
+        balanced.contains("finally released issue one"),
+        "{balanced}"
+    );
+    assert!(balanced.contains("Subscriptions start"), "{balanced}");
+}
+
+/// Comments that are `<article>`s of their own under a short post (a link aggregator's
+/// thread, at an address without a discussion word) are the thread's posts:
+/// `precision` keeps them, as `balanced` does. The same comments as list items without
+/// `<article>` are a blog's comment section, and `precision` removes them.
+#[test]
+fn comments_that_are_articles_are_a_thread() {
+    let page = |tag: &str| {
+        let comment = |who: &str, text: &str| {
+            format!(
+                "<li class=\"comment\"><{tag} class=\"comment-node\"><div class=\"comment-author\">{who}</div>\
+                 <div class=\"comment-text\"><p>{text}</p></div></{tag}></li>"
+            )
+        };
+        format!(
+            "<html><body><nav><a href=/>Home</a></nav><main><article class=\"post\">\
+             <h1>Release notes for version 0.19</h1><div class=\"post-body\"><p>Here is our \
+             regular update on what changed in this release of the server and the apps.</p></div>\
+             </article><ul class=\"comments\">{}{}{}</ul></main></body></html>",
+            comment(
+                "ana",
+                "The new search is much faster here, thanks for all the work on the index this month."
+            ),
+            comment(
+                "ben",
+                "Could the next release bring back the compact view? Many of us read on small phones."
+            ),
+            comment(
+                "cy",
+                "Upgraded our instance last night without trouble; the migration took four minutes."
+            )
+        )
+    };
+    let url = "https://links.example/post/21018";
+    let thread = page("article");
+    for favor in ["precision", "balanced"] {
+        let text = text_with_favor(favor, thread.as_bytes(), url);
+        assert!(text.contains("regular update"), "{favor}: {text}");
+        assert!(text.contains("compact view"), "{favor}: {text}");
+    }
+    let blog = page("div");
+    let text = text_with_favor("precision", blog.as_bytes(), url);
+    assert!(text.contains("regular update"), "{text}");
+    assert!(!text.contains("compact view"), "{text}");
+}
+
 /// The lines a 2012 blog theme puts under a post and beside it: the post's
 /// `postmetadata` ("This entry was posted on … and is filed under …"), a "recent
 /// posts" list of teasers, and a photo's credit line. Each goes; the post stays.
