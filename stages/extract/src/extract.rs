@@ -68,7 +68,8 @@ use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEM
 ///   a page that declares itself a product (JSON-LD or `og:type`) they are reviews,
 ///   treated as in `balanced`. A content-marked element is trusted as the root with
 ///   less of the page around it, and its text is replaced by a more lenient pass only
-///   when that pass gives sixteen times as much.
+///   when that pass gives sixteen times as much. On a page that declares itself an
+///   article, titles of other pages after the last paragraph (related stories) go.
 /// - `balanced`: they are removed beside an article of the page's own (a blog post and
 ///   its comment section: 1,000 bytes of prose that outweigh them), whatever their
 ///   size and in every pass, and kept when they are most of the page (a thread).
@@ -834,6 +835,8 @@ struct Lines<'a> {
     /// Non-space bytes of the lines written, and of the lines dropped for their links.
     kept: usize,
     dropped: usize,
+    /// Where each line written starts in `out`, and what it is.
+    written: Vec<(usize, LineKind)>,
     /// Keep link-heavy lines too.
     keep_links: bool,
     /// The line is preformatted: keep its leading whitespace.
@@ -882,6 +885,18 @@ impl Lines<'_> {
             if !self.out.is_empty() {
                 self.out.push('\n');
             }
+            let kind = if self.linked * 2 > self.solid {
+                if self.cells == 0 && !self.heading && self.solid >= LONG_LINK_LINE {
+                    LineKind::LinkTitle
+                } else {
+                    LineKind::Other
+                }
+            } else if self.solid >= PROSE_MIN as usize {
+                LineKind::Prose
+            } else {
+                LineKind::Other
+            };
+            self.written.push((self.out.len(), kind));
             self.out.push_str(self.prefix);
             self.out
                 .push_str(if self.indent { line } else { line.trim_start() });
@@ -944,10 +959,40 @@ impl Lines<'_> {
 /// links beside no text is boilerplate, not an index).
 const LINK_INDEX_MIN: usize = 200;
 
+/// What a line written is, for trimming what follows an article.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineKind {
+    /// [`PROSE_MIN`] non-space bytes or more, at most half of them in links.
+    Prose,
+    /// A link of [`LONG_LINK_LINE`] bytes or more, outside tables and headings: the
+    /// title of another page.
+    LinkTitle,
+    Other,
+}
+
+/// With `favor = "precision"`, on a page that declares itself an article: from this
+/// many titles of other pages after the article's last paragraph on, what follows
+/// that paragraph is a list of related stories, and goes (with its heading).
+const RELATED_TAIL_TITLES: usize = 2;
+
 fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options) -> String {
-    let (text, kept, dropped) = render_lines(page, from, to, removed, opts, false);
+    let (mut text, kept, dropped, written) = render_lines(page, from, to, removed, opts, false);
     if dropped >= LINK_INDEX_MIN && dropped as f64 > opts.link_index_ratio * kept as f64 {
         return render_lines(page, from, to, removed, opts, true).0;
+    }
+    if opts.favor == Favor::Precision
+        && page.og_article
+        && !page.product
+        && let Some(last) = written.iter().rposition(|w| w.1 == LineKind::Prose)
+        && let Some(&(tail, _)) = written.get(last + 1)
+        && written[last + 1..]
+            .iter()
+            .filter(|w| w.1 == LineKind::LinkTitle)
+            .count()
+            >= RELATED_TAIL_TITLES
+    {
+        // `tail` starts a line after a newline.
+        text.truncate(tail - 1);
     }
     text
 }
@@ -959,7 +1004,7 @@ fn render_lines(
     removed: &[bool],
     opts: &Options,
     keep_links: bool,
-) -> (String, usize, usize) {
+) -> (String, usize, usize, Vec<(usize, LineKind)>) {
     let mut lines = Lines {
         out: String::new(),
         line: String::new(),
@@ -971,6 +1016,7 @@ fn render_lines(
         indent: false,
         kept: 0,
         dropped: 0,
+        written: Vec::new(),
         keep_links,
         seen: Default::default(),
         heading: false,
@@ -1027,7 +1073,7 @@ fn render_lines(
         i += 1;
     }
     lines.flush();
-    (lines.out, lines.kept, lines.dropped)
+    (lines.out, lines.kept, lines.dropped, lines.written)
 }
 
 #[cfg(test)]

@@ -1087,6 +1087,48 @@ fn a_short_post_is_not_replaced_by_its_sidebar() {
     assert!(balanced.contains("Subscriptions start"), "{balanced}");
 }
 
+/// A news story that declares itself an article (`og:type`), followed inside its
+/// container by a "More stories" list of other stories' titles, links of 30 bytes and
+/// more (a 2012 news site's related-stories block, no class naming it). `precision`
+/// drops what follows the story's last paragraph once two such titles are there;
+/// `balanced` keeps them, and so does `precision` on a page that does not declare an
+/// article (a listing's titles are its content). A list of links between two
+/// paragraphs stays.
+#[test]
+fn related_stories_after_an_article_go() {
+    let page = |og: &str| {
+        format!(
+            "<html><head>{og}<title>Harbour wall repaired</title></head><body><div id=\"main\">\
+             <h1>Harbour wall repaired before the winter storms</h1>\
+             <p>Work on the old harbour wall finished on Friday, two weeks ahead of the \
+             storms the forecasters expect at the end of the month.</p>\
+             <p>Sources the council used:</p><ul><li><a href=/a>The engineers' survey of the harbour wall, 2011</a></li>\
+             <li><a href=/b>The council's decision to fund the repair in full</a></li></ul>\
+             <p>The fishermen, who had moved their boats to the next bay in October, can \
+             bring them back next week, the harbour master said.</p>\
+             <h3>More stories</h3><ul>\
+             <li><a href=/c>School bus timetable changes from Monday morning</a></li>\
+             <li><a href=/d>Lifeboat crew called out twice in one night off the point</a></li>\
+             <li><a href=/e>Market hall to open on Sundays through December</a></li></ul>\
+             </div></body></html>"
+        )
+    };
+    let url = "https://harbour-news.example/2012/11/wall";
+    let article = page("<meta property=\"og:type\" content=\"article\">");
+    let text = extract::Extract::new(&Config::default())
+        .page_of(article.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("bring them back next week"), "{text}");
+    assert!(text.contains("The engineers' survey"), "{text}");
+    assert!(!text.contains("School bus timetable"), "{text}");
+    assert!(!text.contains("More stories"), "{text}");
+    let balanced = text_with_favor("balanced", article.as_bytes(), url);
+    assert!(balanced.contains("School bus timetable"), "{balanced}");
+    let undeclared = text_with_favor("precision", page("").as_bytes(), url);
+    assert!(undeclared.contains("School bus timetable"), "{undeclared}");
+}
+
 /// Comments that are `<article>`s of their own under a short post (a link aggregator's
 /// thread, at an address without a discussion word) are the thread's posts:
 /// `precision` keeps them, as `balanced` does. The same comments as list items without
