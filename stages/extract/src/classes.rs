@@ -12,6 +12,9 @@ pub const HIDDEN: u16 = 1;
 pub const CONTENT: u16 = 2;
 /// Per-post chrome of forums and comment threads: user cards, signatures, votes.
 pub const CHROME: u16 = 4;
+/// A class or id naming a post's or an article's body (`entry-content`, `post-body`,
+/// `article-body`), or `itemprop="articleBody"`.
+pub const POST_BODY: u16 = 8;
 
 /// Groups of boilerplate words. The extractor sums the text of each group's elements:
 /// a group that holds most of a page is its content (the posts of a thread are
@@ -136,10 +139,12 @@ const CHROME_PARTS: &[&str] = &[
     "likesbar",
 ];
 
-/// Words that mark main content, written without the `-` and `_` that join their parts:
-/// they are looked for in the value with those taken out, so `article-content`,
-/// `article__content` and `articleContent` all match `articlecontent`.
-const CONTENT_WORDS: &[&str] = &[
+/// Words that mark a post's or an article's body, written without the `-` and `_`
+/// that join their parts: they are looked for in the value with those taken out, so
+/// `article-content`, `article__content` and `articleContent` all match
+/// `articlecontent`. They mark main content ([`CONTENT`]) and more surely than a tag
+/// or a page-wide name does ([`POST_BODY`]).
+const POST_WORDS: &[&str] = &[
     "articlebody",
     "articlecontent",
     "articletext",
@@ -147,19 +152,24 @@ const CONTENT_WORDS: &[&str] = &[
     "postcontent",
     "postbody",
     "posttext",
-    "maincontent",
-    "pagecontent",
     "storybody",
     "storycontent",
+    "blogcontent",
+    "singlecontent",
+    "entrybody",
+    "postentry",
+];
+
+/// Other words that mark main content, looked for the same way: a page's or a
+/// component's (`main-content`, `text-content`, MediaWiki's `mw-parser-output`).
+const CONTENT_WORDS: &[&str] = &[
+    "maincontent",
+    "pagecontent",
     "bodytext",
     "mwparseroutput",
     "markdownbody",
     "contentbody",
     "textcontent",
-    "blogcontent",
-    "singlecontent",
-    "entrybody",
-    "postentry",
 ];
 
 /// Class words that hide an element.
@@ -257,6 +267,8 @@ fn holds_any(
 
 static CONTENT_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
     std::sync::OnceLock::new();
+static POST_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
+    std::sync::OnceLock::new();
 static CHROME_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
     std::sync::OnceLock::new();
 
@@ -273,12 +285,15 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
         flags |= HIDDEN;
     }
     let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
-    if holds_any(&CONTENT_MATCHER, CONTENT_WORDS, &compact)
-        || matches!(
-            lower.trim(),
-            "content" | "post" | "entry" | "article" | "story" | "main" | "text"
-        )
-    {
+    if holds_any(&POST_MATCHER, POST_WORDS, &compact) {
+        flags |= CONTENT | POST_BODY;
+    } else if holds_any(&CONTENT_MATCHER, CONTENT_WORDS, &compact) {
+        flags |= CONTENT;
+    }
+    if matches!(
+        lower.trim(),
+        "content" | "post" | "entry" | "article" | "story" | "main" | "text"
+    ) {
         flags |= CONTENT;
     }
     // Layout modifiers (`has-sidebar`, `has-rail-right`, `no-sidebar`, `with-header`)

@@ -55,7 +55,7 @@
 //!    densest block of text outside links is taken. A page is empty only when it has
 //!    no text outside links at all.
 
-use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, Page, SEMANTIC};
+use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, POST_BODY, Page, SEMANTIC};
 
 /// What a doubtful part of a page goes to (`[config.extract] favor`), as trafilatura's
 /// `favor_precision` and `favor_recall`.
@@ -118,6 +118,13 @@ pub struct Options {
 /// element is trusted as the article with less of the page around it.
 const PRECISION_CONTAINER_SHARE: f64 = 0.2;
 const PRECISION_CONTAINER_PROSE_SHARE: f64 = 0.3;
+
+/// …and these when the element is or holds a post's body named by its class
+/// ([`POST_BODY`]: `entry-body`, `post-content`), on a page that is no discussion and no
+/// site's front page: a short post beside a column of blurbs. Dragnet train precision
+/// 0.919 -> 0.923 (2026-12-05); at 5% / 10%, WCXB articles lose.
+const POST_BODY_CONTAINER_SHARE: f64 = 0.1;
+const POST_BODY_CONTAINER_PROSE_SHARE: f64 = 0.15;
 
 impl Default for Options {
     fn default() -> Self {
@@ -382,6 +389,16 @@ pub fn discussion_url(url: &str) -> bool {
         .any(|w| DISCUSSION_WORDS.iter().any(|d| w.eq_ignore_ascii_case(d)))
 }
 
+/// Whether a page's address is a site's front page: nothing after the host but `/`, a
+/// query or a fragment (`https://shop.example/?ref=ad`). An empty address is not.
+pub fn front_page_url(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    rest.split_once('/').is_none_or(|(_, path)| path.is_empty())
+}
+
 /// Whether the page holds an article of its own beside its comments: a content-marked
 /// element outside every comments-marked one, with [`ARTICLE_PROSE`] of prose of its
 /// own (not counting comments inside it) and more of its own than of comments inside
@@ -643,9 +660,25 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
         _ => (opts.container_share, opts.container_prose_share),
     };
     let container = |best: usize| {
-        weight[best] as f64 >= container_share * root_weight.max(1) as f64 || {
+        // A post's body (by its class, not a tag) in or as the element, on a page that
+        // is no discussion and no site's front page, is trusted with less around it.
+        let post = opts.favor == Favor::Precision
+            && !page.discussion
+            && !page.front_page
+            && (best..n)
+                .take_while(|&i| page.nodes[i].open < page.nodes[best].close)
+                .any(|i| page.nodes[i].flags & POST_BODY != 0 && !removed[i]);
+        let (cs, ps) = if post {
+            (
+                container_share.min(POST_BODY_CONTAINER_SHARE),
+                prose_share.min(POST_BODY_CONTAINER_PROSE_SHARE),
+            )
+        } else {
+            (container_share, prose_share)
+        };
+        weight[best] as f64 >= cs * root_weight.max(1) as f64 || {
             let prose = prose(page, &removed);
-            prose[best] as f64 >= prose_share * root_total(page, &prose).max(1) as f64
+            prose[best] as f64 >= ps * root_total(page, &prose).max(1) as f64
         }
     };
     if level == Level::All
@@ -1273,6 +1306,27 @@ tide</pre></article></body>"#;
             let text = run(&html, &Options::default());
             assert!(text.contains("Day eight"), "{text}");
             assert!(!text.contains("Comment 12"), "{text}");
+        }
+    }
+
+    #[test]
+    fn front_page_addresses() {
+        for url in [
+            "https://shop.example",
+            "https://shop.example/",
+            "https://shop.example/?ref=ad",
+            "http://shop.example/#top",
+        ] {
+            assert!(front_page_url(url), "{url}");
+        }
+        for url in [
+            "https://shop.example/blog/",
+            "https://shop.example/index.html",
+            "https://page.invalid/R491",
+            "",
+            "shop.example",
+        ] {
+            assert!(!front_page_url(url), "{url}");
         }
     }
 

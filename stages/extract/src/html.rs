@@ -31,7 +31,7 @@ pub enum Kind {
     Skip,
 }
 
-pub use crate::classes::{CHROME, CONTENT, GROUPS, Group, HIDDEN};
+pub use crate::classes::{CHROME, CONTENT, GROUPS, Group, HIDDEN, POST_BODY};
 
 /// The node's boilerplate group comes from its tag (`nav`, `footer`, …) or ARIA role,
 /// not from a class or id.
@@ -87,6 +87,10 @@ pub struct Page {
     /// a topic, questions): its comments are then its posts (see
     /// [`crate::extract::discussion_url`]).
     pub discussion: bool,
+    /// Set by the caller when the page's address is a site's front page (its path is
+    /// empty or `/`): a home page is not one post (see
+    /// [`crate::extract::front_page_url`]).
+    pub front_page: bool,
     /// The page says it is an article (`og:type` `article`).
     pub og_article: bool,
     /// The page says it is a product (an `og:type` naming a product, or a JSON-LD
@@ -523,7 +527,9 @@ fn parse_attrs(
                 marks.role_group = group;
             }
         } else if name.eq_ignore_ascii_case("itemprop") {
-            if value.eq_ignore_ascii_case("articleBody") || value.eq_ignore_ascii_case("text") {
+            if value.eq_ignore_ascii_case("articleBody") {
+                marks.flags |= CONTENT | POST_BODY;
+            } else if value.eq_ignore_ascii_case("text") {
                 marks.flags |= CONTENT;
             }
         } else if name.eq_ignore_ascii_case("hidden") {

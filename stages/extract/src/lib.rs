@@ -481,6 +481,7 @@ impl Extract {
         }
         let mut page = html::parse(&decoded.text, self.max_tags);
         page.discussion = extract::discussion_url(url);
+        page.front_page = extract::front_page_url(url);
         if page.over_budget {
             return Err("too_complex");
         }

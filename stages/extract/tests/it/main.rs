@@ -1129,6 +1129,50 @@ fn related_stories_after_an_article_go() {
     assert!(undeclared.contains("School bus timetable"), "{undeclared}");
 }
 
+/// A short post whose body a class names (`entry-body`) beside an unnamed column of
+/// book blurbs with more prose than the post (a 2012 blog theme). The post holds under
+/// a fifth of the page's text and of its prose, too little for a container marked by
+/// a tag or a bare `entry`; marked as a post's body, `precision` (the default) trusts
+/// it from a tenth of the text or 15% of the prose, and the column goes. The same page
+/// at a site's front page address keeps the column: a home page is not one post.
+#[test]
+fn a_named_post_body_is_the_root_beside_a_column_of_blurbs() {
+    let page = |body_class: &str| {
+        let blurb = |n: u32| {
+            format!(
+                "<div>Blurb {n}: the story of a village bakery that stayed open through three \
+                 winters, now out in paperback.</div>"
+            )
+        };
+        format!(
+            "<html><body><div id=\"alpha\"><div class=\"entry\"><h3>Gift cards</h3>\
+             <div class=\"{body_class}\"><p>It is easier to love a shop when the shop does \
+             not punish you for the one time you forgot the receipt at home.</p>\
+             <p>Why do the gift cards you sell expire after a year, when the money never \
+             does?</p></div></div></div><div id=\"beta\">{}</div></body></html>",
+            (1..=8).map(blurb).collect::<String>()
+        )
+    };
+    let post = "why do the gift cards you sell expire";
+    let url = "https://small-shops.example/2012/05/gift-cards.html";
+    let named = page("entry-body");
+    let text = extract::Extract::new(&Config::default())
+        .page_of(named.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.to_lowercase().contains(post), "{text}");
+    assert!(!text.contains("Blurb 3"), "{text}");
+    let unnamed = text_with_favor("precision", page("copy").as_bytes(), url);
+    assert!(unnamed.to_lowercase().contains(post), "{unnamed}");
+    assert!(unnamed.contains("Blurb 3"), "{unnamed}");
+    let front = text_with_favor(
+        "precision",
+        named.as_bytes(),
+        "https://small-shops.example/",
+    );
+    assert!(front.contains("Blurb 3"), "{front}");
+}
+
 /// Comments that are `<article>`s of their own under a short post (a link aggregator's
 /// thread, at an address without a discussion word) are the thread's posts:
 /// `precision` keeps them, as `balanced` does. The same comments as list items without
