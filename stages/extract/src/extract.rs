@@ -583,6 +583,11 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             || group_rule
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
                     weights.prose[id] as f64 <= prose_limit
+                        // With `precision`, an `<aside>` beside an article is a sidebar
+                        // however much prose its teasers hold, as a class-marked one is.
+                        || opts.favor == Favor::Precision
+                            && node.group == Group::Sidebar
+                            && beside_article(id)
                 } else {
                     (any_size(id) || small && !parallel(id))
                         && !(node.group == Group::Meta && holds_article[id])

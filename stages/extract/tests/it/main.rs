@@ -1173,6 +1173,42 @@ fn a_named_post_body_is_the_root_beside_a_column_of_blurbs() {
     assert!(front.contains("Blurb 3"), "{front}");
 }
 
+/// An `<aside>` beside an article that holds most of the page's prose (a column of
+/// teasers of other stories, each a paragraph): landmarks are weighed by prose, so the
+/// aside used to stay as the page's wrapper. With `precision`, the default, an aside
+/// beside an article with 300 bytes of prose goes, as a class-marked sidebar does;
+/// `balanced` keeps it.
+#[test]
+fn an_aside_of_teasers_beside_an_article_goes() {
+    let teaser = |n: u32| {
+        format!(
+            "<div><h4><a href=/t{n}>Road test {n}</a></h4><p>We drove the new hatchback {n} for \
+             a week of school runs, motorway miles and one muddy field, and here is what we \
+             learned about its boot, its seats and its thirst.</p></div>"
+        )
+    };
+    let page = format!(
+        "<html><body><div id=\"wrap\"><article><h1>Five point inspection: the estate</h1>\
+         <p>The estate's boot swallows a pushchair and a week of shopping with room to \
+         spare, and the rear seats fold flat with one pull of a strap.</p>\
+         <p>Fuel economy on our mixed loop came to 38 miles per gallon, two short of the \
+         brochure, which is closer than most cars we test this year.</p>\
+         <p>The ride is firm on broken roads but quiet at speed, and the brakes pulled \
+         straight and true in every stop we made on the wet test track.</p></article>\
+         <aside><h3>More road tests</h3>{}</aside></div></body></html>",
+        (1..=16).map(teaser).collect::<String>()
+    );
+    let url = "https://car-tests.example/2012/09/estate";
+    let text = extract::Extract::new(&Config::default())
+        .page_of(page.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("rear seats fold flat"), "{text}");
+    assert!(!text.contains("muddy field"), "{text}");
+    let balanced = text_with_favor("balanced", page.as_bytes(), url);
+    assert!(balanced.contains("muddy field"), "{balanced}");
+}
+
 /// Comments that are `<article>`s of their own under a short post (a link aggregator's
 /// thread, at an address without a discussion word) are the thread's posts:
 /// `precision` keeps them, as `balanced` does. The same comments as list items without
