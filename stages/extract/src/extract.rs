@@ -1008,7 +1008,9 @@ enum LineKind {
     Other,
 }
 
-/// With `favor = "precision"`, on a page that declares itself an article: from this
+/// With `favor = "precision"`, on a page that declares itself an article (`og:type`,
+/// or a single element saying it is a post: hAtom's `hentry`, a schema.org `Article`,
+/// `NewsArticle` or `BlogPosting` item), not a product: from this
 /// many titles of other pages after the article's last paragraph on, what follows
 /// that paragraph is a list of related stories, and goes (with its heading).
 const RELATED_TAIL_TITLES: usize = 2;
@@ -1019,7 +1021,7 @@ fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options)
         return render_lines(page, from, to, removed, opts, true).0;
     }
     if opts.favor == Favor::Precision
-        && page.og_article
+        && (page.og_article || page.entries == 1)
         && !page.product
         && let Some(last) = written.iter().rposition(|w| w.1 == LineKind::Prose)
         && let Some(&(tail, _)) = written.get(last + 1)

@@ -93,6 +93,10 @@ pub struct Page {
     pub front_page: bool,
     /// The page says it is an article (`og:type` `article`).
     pub og_article: bool,
+    /// Elements that say they are one post or article (hAtom's `hentry`, a schema.org
+    /// `Article`, `NewsArticle` or `BlogPosting` item): one on a post's page, one per
+    /// post on a blog's index.
+    pub entries: u32,
     /// The page says it is a product (an `og:type` naming a product, or a JSON-LD
     /// `"@type": "Product"`): its comments are reviews.
     pub product: bool,
@@ -314,6 +318,9 @@ impl Builder<'_> {
             b"html" | b"body" | b"a" | b"b" | b"i" | b"em" | b"strong" | b"code" | b"small"
         ) && !in_code;
         parse_attrs(attrs, class_rules, &mut marks, &mut self.classes);
+        if marks.entry {
+            self.page.entries += 1;
+        }
         let mut flags = marks.flags;
         let mut group = marks.group;
         if matches!(lower, b"article" | b"main") {
@@ -426,6 +433,9 @@ struct Marks {
     flags: u16,
     group: Group,
     role_group: Group,
+    /// The element says it is one post or article: the hAtom class `hentry`, or a
+    /// schema.org `itemtype` of `Article`, `NewsArticle` or `BlogPosting`.
+    entry: bool,
 }
 
 /// Calls `f(name, value)` for each attribute.
@@ -519,6 +529,21 @@ fn parse_attrs(
             marks.flags |= flags;
             if class_rules && marks.group == Group::None {
                 marks.group = group;
+            }
+            if is_class
+                && value
+                    .split_ascii_whitespace()
+                    .any(|w| w.eq_ignore_ascii_case("hentry"))
+            {
+                marks.entry = true;
+            }
+        } else if name.eq_ignore_ascii_case("itemtype") {
+            let kind = value.trim().rsplit('/').next().unwrap_or("");
+            if ["Article", "NewsArticle", "BlogPosting"]
+                .iter()
+                .any(|k| kind.eq_ignore_ascii_case(k))
+            {
+                marks.entry = true;
             }
         } else if name.eq_ignore_ascii_case("role") {
             let (flags, group) = crate::classes::role(value);

@@ -1093,12 +1093,14 @@ fn a_short_post_is_not_replaced_by_its_sidebar() {
 /// drops what follows the story's last paragraph once two such titles are there;
 /// `balanced` keeps them, and so does `precision` on a page that does not declare an
 /// article (a listing's titles are its content). A list of links between two
-/// paragraphs stays.
+/// paragraphs stays. A page declares an article with `og:type`, or with one element
+/// that says it is a post (hAtom's `hentry`, a schema.org `Article` item); a blog's
+/// index, one `hentry` per post, does not.
 #[test]
 fn related_stories_after_an_article_go() {
-    let page = |og: &str| {
+    let page_with = |og: &str, class: &str, before: &str| {
         format!(
-            "<html><head>{og}<title>Harbour wall repaired</title></head><body><div id=\"main\">\
+            "<html><head>{og}<title>Harbour wall repaired</title></head><body>{before}<div id=\"main\" class=\"{class}\">\
              <h1>Harbour wall repaired before the winter storms</h1>\
              <p>Work on the old harbour wall finished on Friday, two weeks ahead of the \
              storms the forecasters expect at the end of the month.</p>\
@@ -1113,6 +1115,7 @@ fn related_stories_after_an_article_go() {
              </div></body></html>"
         )
     };
+    let page = |og: &str| page_with(og, "", "");
     let url = "https://harbour-news.example/2012/11/wall";
     let article = page("<meta property=\"og:type\" content=\"article\">");
     let text = extract::Extract::new(&Config::default())
@@ -1127,6 +1130,24 @@ fn related_stories_after_an_article_go() {
     assert!(balanced.contains("School bus timetable"), "{balanced}");
     let undeclared = text_with_favor("precision", page("").as_bytes(), url);
     assert!(undeclared.contains("School bus timetable"), "{undeclared}");
+    let entry = page_with("", "post hentry", "");
+    let text = text_with_favor("precision", entry.as_bytes(), url);
+    assert!(text.contains("bring them back next week"), "{text}");
+    assert!(!text.contains("School bus timetable"), "{text}");
+    let schema = page_with(
+        "",
+        "post\" itemscope itemtype=\"https://schema.org/NewsArticle",
+        "",
+    );
+    let text = text_with_favor("precision", schema.as_bytes(), url);
+    assert!(!text.contains("School bus timetable"), "{text}");
+    let index = page_with(
+        "",
+        "post hentry",
+        "<div class=\"post hentry\"><h2>Ferry fares</h2><p>An older post.</p></div>",
+    );
+    let text = text_with_favor("precision", index.as_bytes(), url);
+    assert!(text.contains("School bus timetable"), "{text}");
 }
 
 /// A short post whose body a class names (`entry-body`) beside an unnamed column of
