@@ -15,12 +15,12 @@ fn main() -> anyhow::Result<()> {
     let decoded = extract::charset::decode(&bytes, None, "");
     let page = extract::html::parse(&decoded.text, 2_000_000);
     print!("{}", extract::extract::explain(&page, min_share));
-    let favor = match std::env::args().nth(3).as_deref() {
+    // Read as the config reads `favor` (precision, balanced or recall).
+    let favor = match std::env::args().nth(3) {
         None => extract::extract::Favor::default(),
-        Some("balanced") => extract::extract::Favor::Balanced,
-        Some("precision") => extract::extract::Favor::Precision,
-        Some("recall") => extract::extract::Favor::Recall,
-        Some(other) => anyhow::bail!("favor is precision, balanced or recall, not {other}"),
+        Some(name) => serde::Deserialize::deserialize(serde::de::value::StrDeserializer::<
+            serde::de::value::Error,
+        >::new(&name))?,
     };
     let opts = extract::extract::Options {
         favor,

@@ -434,13 +434,12 @@ fn comments_beside_article(page: &Page, weights: &Weights, precision: bool) -> b
     // Comments that are `<article>`s of their own are the posts of a thread (a link
     // aggregator's discussion under a short post): `precision` weighs them as
     // `balanced` does.
-    let posts = (0..n)
-        .filter(|&id| in_comments[id] && page.nodes[id].name == crate::html::ARTICLE)
-        .take(THREAD_POSTS)
-        .count();
-    if precision && posts >= THREAD_POSTS {
-        return comments_beside_article(page, weights, false);
-    }
+    let precision = precision
+        && (0..n)
+            .filter(|&id| in_comments[id] && page.nodes[id].name == crate::html::ARTICLE)
+            .take(THREAD_POSTS)
+            .count()
+            < THREAD_POSTS;
     let least = if precision {
         1
     } else if page.og_article {

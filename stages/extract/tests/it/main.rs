@@ -1115,39 +1115,56 @@ fn related_stories_after_an_article_go() {
              </div></body></html>"
         )
     };
-    let page = |og: &str| page_with(og, "", "");
     let url = "https://harbour-news.example/2012/11/wall";
-    let article = page("<meta property=\"og:type\" content=\"article\">");
+    let og = "<meta property=\"og:type\" content=\"article\">";
+    let schema = "post\" itemscope itemtype=\"https://schema.org/NewsArticle";
+    let older = "<div class=\"post hentry\"><h2>Ferry fares</h2><p>An older post.</p></div>";
+    // (what the page is, favor, the page, whether the related list goes)
+    let cases = [
+        ("og:type article", "precision", page_with(og, "", ""), true),
+        ("og:type article", "balanced", page_with(og, "", ""), false),
+        ("undeclared", "precision", page_with("", "", ""), false),
+        (
+            "one hentry",
+            "precision",
+            page_with("", "post hentry", ""),
+            true,
+        ),
+        (
+            "schema.org item",
+            "precision",
+            page_with("", schema, ""),
+            true,
+        ),
+        (
+            "blog index",
+            "precision",
+            page_with("", "post hentry", older),
+            false,
+        ),
+    ];
+    for (what, favor, html, goes) in cases {
+        let text = text_with_favor(favor, html.as_bytes(), url);
+        assert!(
+            text.contains("bring them back next week"),
+            "{what}, {favor}: {text}"
+        );
+        assert!(
+            text.contains("The engineers' survey"),
+            "{what}, {favor}: {text}"
+        );
+        assert_eq!(
+            !text.contains("School bus timetable") && !text.contains("More stories"),
+            goes,
+            "{what}, {favor}: {text}"
+        );
+    }
+    // `precision` is the default.
     let text = extract::Extract::new(&Config::default())
-        .page_of(article.as_bytes(), None, url)
+        .page_of(page_with(og, "", "").as_bytes(), None, url)
         .expect("kept")
         .text;
-    assert!(text.contains("bring them back next week"), "{text}");
-    assert!(text.contains("The engineers' survey"), "{text}");
     assert!(!text.contains("School bus timetable"), "{text}");
-    assert!(!text.contains("More stories"), "{text}");
-    let balanced = text_with_favor("balanced", article.as_bytes(), url);
-    assert!(balanced.contains("School bus timetable"), "{balanced}");
-    let undeclared = text_with_favor("precision", page("").as_bytes(), url);
-    assert!(undeclared.contains("School bus timetable"), "{undeclared}");
-    let entry = page_with("", "post hentry", "");
-    let text = text_with_favor("precision", entry.as_bytes(), url);
-    assert!(text.contains("bring them back next week"), "{text}");
-    assert!(!text.contains("School bus timetable"), "{text}");
-    let schema = page_with(
-        "",
-        "post\" itemscope itemtype=\"https://schema.org/NewsArticle",
-        "",
-    );
-    let text = text_with_favor("precision", schema.as_bytes(), url);
-    assert!(!text.contains("School bus timetable"), "{text}");
-    let index = page_with(
-        "",
-        "post hentry",
-        "<div class=\"post hentry\"><h2>Ferry fares</h2><p>An older post.</p></div>",
-    );
-    let text = text_with_favor("precision", index.as_bytes(), url);
-    assert!(text.contains("School bus timetable"), "{text}");
 }
 
 /// A short post whose body a class names (`entry-body`) beside an unnamed column of
