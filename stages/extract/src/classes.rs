@@ -160,6 +160,10 @@ const POST_WORDS: &[&str] = &[
     "postentry",
 ];
 
+/// Post-body names that are too short to look for inside other words (`art-content`
+/// is in `cart-contents`): they match as whole words in a row, however joined.
+const POST_WORD_PAIRS: &[[&str; 2]] = &[["art", "content"]];
+
 /// Other words that mark main content, looked for the same way: a page's or a
 /// component's (`main-content`, `text-content`, MediaWiki's `mw-parser-output`).
 const CONTENT_WORDS: &[&str] = &[
@@ -308,12 +312,21 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
         value.to_string()
     };
     let mut buf = String::new();
+    let mut previous = String::new();
     for_words(&named, &mut buf, |w| {
         if group == Group::None
             && let Some(g) = word_group(w)
         {
             group = g;
         }
+        if POST_WORD_PAIRS
+            .iter()
+            .any(|[a, b]| previous == *a && w == *b)
+        {
+            flags |= CONTENT | POST_BODY;
+        }
+        previous.clear();
+        previous.push_str(w);
     });
     if holds_any(&CHROME_MATCHER, CHROME_PARTS, &compact) {
         flags |= CHROME;
@@ -387,6 +400,13 @@ mod tests {
         assert_eq!(classify("post_content", true).0 & CONTENT, CONTENT);
         assert_eq!(classify("blogContent", true).0 & CONTENT, CONTENT);
         assert_eq!(classify("contents-list", true).0 & CONTENT, 0);
+        // Yahoo's article body, by its two words; not a shop's cart.
+        assert_eq!(
+            classify("yom-mod yom-art-content ", true).0 & POST_BODY,
+            POST_BODY
+        );
+        assert_eq!(classify("cart-contents", true).0 & CONTENT, 0);
+        assert_eq!(classify("minicart-content-wrapper", true).0 & CONTENT, 0);
         assert_eq!(classify("comment-list", true).1, Group::Comments);
         // Layout modifiers name what sits beside the element.
         assert_eq!(classify("main-wrap has-rail-right", true).1, Group::None);

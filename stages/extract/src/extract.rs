@@ -601,6 +601,10 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
 /// at least this share of it.
 const DESCEND_SHARE: f64 = 0.6;
 
+/// With `favor = "precision"`, the share for a post's body of `ARTICLE_PROSE` bytes
+/// or more inside a content block that is no post's body.
+const POST_BODY_DESCEND_SHARE: f64 = 0.4;
+
 /// Link text counts this much (in quarters of text outside links) toward where the
 /// root goes.
 const LINK_WEIGHT_QUARTERS: u64 = 1;
@@ -685,6 +689,19 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
             prose[best] as f64 >= ps * root_total(page, &prose).max(1) as f64
         }
     };
+    // With `precision`, a post's body of an article's size (by its class) inside a
+    // wider content block (a page's `role="main"` that also holds the lists of other
+    // stories under the article) is the content with less of the block.
+    let descend_share = |inner: usize, best: usize| {
+        let post_in_wider = page.nodes[inner].flags & POST_BODY != 0
+            && page.nodes[best].flags & POST_BODY == 0
+            && clean[inner] >= ARTICLE_PROSE;
+        if opts.favor == Favor::Precision && !page.discussion && !page.front_page && post_in_wider {
+            POST_BODY_DESCEND_SHARE
+        } else {
+            DESCEND_SHARE
+        }
+    };
     if level == Level::All
         && let Some(mut best) = best
         && container(best)
@@ -710,7 +727,7 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
                 .take_while(|&i| page.nodes[i].open < page.nodes[best].close)
                 .filter(|&i| content(i))
                 .max_by_key(|&i| (weight[i], std::cmp::Reverse(i)))
-                && weight[inner] as f64 >= DESCEND_SHARE * weight[best] as f64
+                && weight[inner] as f64 >= descend_share(inner, best) * weight[best] as f64
                 && !(best + 1..n)
                     .take_while(|&i| page.nodes[i].open < page.nodes[best].close)
                     .any(|i| {
