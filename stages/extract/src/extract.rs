@@ -245,6 +245,8 @@ struct Analysis {
     removed: Vec<bool>,
     /// Text outside links and removed elements, per subtree.
     clean: Vec<u64>,
+    /// The page's comments are reader comments beside an article, and go.
+    comments_go: bool,
 }
 
 /// Decides what a pass removes. The share of an element (and of a boilerplate group)
@@ -594,7 +596,11 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
             || level == Level::All && node.flags & CHROME != 0 && small;
     }
     let clean = clean_text(page, &removed);
-    Analysis { removed, clean }
+    Analysis {
+        removed,
+        clean,
+        comments_go: comments_beside_article,
+    }
 }
 
 /// The root goes into a content-marked descendant of the chosen container holding
@@ -644,10 +650,14 @@ fn subtree_sum(page: &Page, removed: &[bool], own: impl Fn(&crate::html::Node) -
 fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
     let n = page.nodes.len();
     if n == 0 {
-        return (render(page, 0, page.events.len(), &[], opts), false);
+        return (render(page, 0, page.events.len(), &[], opts, false), false);
     }
     let mut in_container = false;
-    let Analysis { removed, clean } = analyze(page, opts, level);
+    let Analysis {
+        removed,
+        clean,
+        comments_go,
+    } = analyze(page, opts, level);
     // Text the root is chosen by: outside links, plus a share of link text, so that a
     // listing whose items are links still has weight where its items are.
     let weight = kept_text(page, &removed, &clean);
@@ -759,6 +769,7 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
         range.1.min(page.events.len()),
         &removed,
         opts,
+        comments_go,
     );
     (text, in_container)
 }
@@ -939,7 +950,9 @@ impl Lines<'_> {
             if !self.out.is_empty() {
                 self.out.push('\n');
             }
-            let kind = if self.linked * 2 > self.solid {
+            let kind = if self.heading && comments_title(line) {
+                LineKind::CommentsHeading
+            } else if self.linked * 2 > self.solid {
                 if self.cells == 0 && !self.heading && self.solid >= LONG_LINK_LINE {
                     LineKind::LinkTitle
                 } else {
@@ -1009,6 +1022,56 @@ impl Lines<'_> {
     }
 }
 
+/// Titles of a comment section, lowercase, with any count before them ("12 Comments")
+/// or after them in brackets ("Comments (3)") and a closing colon taken off.
+const COMMENTS_TITLES: &[&str] = &[
+    "comment",
+    "comments",
+    "reader comments",
+    "leave a reply",
+    "leave a comment",
+    "post a comment",
+    "add a comment",
+    "add comment",
+    "join the discussion",
+];
+
+/// Beginnings of a comment section's title that must follow a count ("12 Responses to
+/// “A post”", "3 thoughts on “A post”"): without one they may title a section of the
+/// article.
+const COUNTED_COMMENTS_TITLES: &[&str] = &[
+    "responses to ",
+    "response to ",
+    "thoughts on ",
+    "thought on ",
+    "replies to ",
+    "reply to ",
+    "comments on ",
+    "comments to ",
+];
+
+/// Whether a heading's text is a comment section's title.
+fn comments_title(line: &str) -> bool {
+    if line.len() > 200 {
+        return false;
+    }
+    let lower = line.trim().to_lowercase();
+    let mut title = lower.trim_end_matches(':').trim_end();
+    if let Some(open) = title.rfind('(')
+        && title.ends_with(')')
+        && title[open + 1..title.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+    {
+        title = title[..open].trim_end();
+    }
+    let rest = title.trim_start_matches(|c: char| c.is_ascii_digit());
+    let counted = rest.len() < title.len() && rest.starts_with(' ');
+    let rest = rest.trim_start();
+    COMMENTS_TITLES.contains(&rest)
+        || counted && COUNTED_COMMENTS_TITLES.iter().any(|t| rest.starts_with(t))
+}
+
 /// Link text a page must drop before it can count as a link index (a menu of a few
 /// links beside no text is boilerplate, not an index).
 const LINK_INDEX_MIN: usize = 200;
@@ -1021,6 +1084,9 @@ enum LineKind {
     /// A link of [`LONG_LINK_LINE`] bytes or more, outside tables and headings: the
     /// title of another page.
     LinkTitle,
+    /// A heading that opens a comment section ("Comments", "12 Responses to …",
+    /// "Leave a Reply").
+    CommentsHeading,
     Other,
 }
 
@@ -1031,7 +1097,14 @@ enum LineKind {
 /// that paragraph is a list of related stories, and goes (with its heading).
 const RELATED_TAIL_TITLES: usize = 2;
 
-fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options) -> String {
+fn render(
+    page: &Page,
+    from: usize,
+    to: usize,
+    removed: &[bool],
+    opts: &Options,
+    comments_go: bool,
+) -> String {
     let (mut text, kept, dropped, written) = render_lines(page, from, to, removed, opts, false);
     if dropped >= LINK_INDEX_MIN && dropped as f64 > opts.link_index_ratio * kept as f64 {
         return render_lines(page, from, to, removed, opts, true).0;
@@ -1049,6 +1122,20 @@ fn render(page: &Page, from: usize, to: usize, removed: &[bool], opts: &Options)
     {
         // `tail` starts a line after a newline.
         text.truncate(tail - 1);
+    }
+    // A comment section's heading after the article's first paragraph: the comments
+    // go with it however they are marked up (a 2007 blog's comments carry no class).
+    if opts.favor == Favor::Precision
+        && comments_go
+        && let Some(first) = written.iter().position(|w| w.1 == LineKind::Prose)
+        && let Some(&(at, _)) = written[first..]
+            .iter()
+            .find(|w| w.1 == LineKind::CommentsHeading)
+        && at > 0
+        && at <= text.len()
+    {
+        // `at` starts a line after a newline.
+        text.truncate(at - 1);
     }
     text
 }
@@ -1139,6 +1226,30 @@ mod tests {
 
     fn text(html: &str) -> String {
         main_text(&parse(html, 1_000_000), &Options::default())
+    }
+
+    #[test]
+    fn comment_section_titles() {
+        for title in [
+            "Comments",
+            "12 Comments",
+            "Comments (3)",
+            "Comments:",
+            "Leave a Reply",
+            "7 Responses to “Harbour wall repaired”",
+            "3 thoughts on \"Gift cards\"",
+        ] {
+            assert!(comments_title(title), "{title}");
+        }
+        for title in [
+            "Response",
+            "Responses to the consultation",
+            "Comments on the draft",
+            "Code comments",
+            "Comments in TOML",
+        ] {
+            assert!(!comments_title(title), "{title}");
+        }
     }
 
     #[test]

@@ -1211,6 +1211,61 @@ fn a_named_post_body_is_the_root_beside_a_column_of_blurbs() {
     assert!(front.contains("Blurb 3"), "{front}");
 }
 
+/// A blog post of 2007 whose comments carry no class: a `<h2>` "Comments" (an empty
+/// anchor inside it), then each comment a paragraph and a "Posted by:" line, all in the
+/// same content-marked block as the post. With `precision`, the default, on a page
+/// whose comments go beside its article, a comment section's heading after the post's
+/// first paragraph ends the text; `balanced` keeps the comments, and so does
+/// `precision` at a forum's address (there the comments are the thread), and a
+/// section titled "Comments in the config file" stays.
+#[test]
+fn a_comment_section_without_classes_goes_with_its_heading() {
+    let page = |heading: &str| {
+        let comment = |n: u32| {
+            format!(
+                "<p>Reader comment {n}: thank you for all the years of posts about teaching \
+                 and learning, they changed how I run my classes.</p>\
+                 <p>Posted by: reader {n} | April 6, 2007 at 10:0{n} AM</p>"
+            )
+        };
+        format!(
+            "<html><body><div id=\"center\"><div class=\"content\">\
+             <h2>My favourite graphs, and what comes next</h2>\
+             <p>This blog has always been about helping people get better at what they love, \
+             and the graphs below are the ones readers asked about most often.</p>\
+             <p>I will take a break from writing here for a while, and I will read every \
+             suggestion you leave about what to do with the blog next.</p>\
+             <p>Posted by Kathy on April 6, 2007 | Permalink</p>\
+             <h2><a id=\"comments\"></a>{heading}</h2>{}</div></div></body></html>",
+            (1..=6).map(comment).collect::<String>()
+        )
+    };
+    let url = "https://teaching-blog.example/2007/04/favourite-graphs.html";
+    let comments = page("Comments");
+    let text = extract::Extract::new(&Config::default())
+        .page_of(comments.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("read every suggestion"), "{text}");
+    assert!(text.contains("Posted by Kathy"), "{text}");
+    assert!(!text.contains("Reader comment"), "{text}");
+    assert!(!text.contains("Comments"), "{text}");
+    let balanced = text_with_favor("balanced", comments.as_bytes(), url);
+    assert!(balanced.contains("Reader comment 3"), "{balanced}");
+    let forum = text_with_favor(
+        "precision",
+        comments.as_bytes(),
+        "https://teaching.example/forum/threads/favourite-graphs",
+    );
+    assert!(forum.contains("Reader comment 3"), "{forum}");
+    let section = text_with_favor(
+        "precision",
+        page("Comments in the config file").as_bytes(),
+        url,
+    );
+    assert!(section.contains("Reader comment 3"), "{section}");
+}
+
 /// A story whose body a class names (`art-content`, as a 2012 portal's theme has it)
 /// inside the page's `role="main"` block, which also holds a column of other stories,
 /// each a linked title and a teaser paragraph: the body holds about half of the block,
