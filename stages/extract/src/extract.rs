@@ -245,7 +245,10 @@ struct Analysis {
     removed: Vec<bool>,
     /// Text outside links and removed elements, per subtree.
     clean: Vec<u64>,
-    /// The page's comments are reader comments beside an article, and go.
+    /// The page holds an article beside its comments, and the comments go (with
+    /// `precision`: any content-marked element with prose, on a page that is no
+    /// thread). Rendering then also ends the text at a comment section's heading and
+    /// drops sections of related links.
     comments_go: bool,
 }
 
@@ -952,6 +955,8 @@ impl Lines<'_> {
             }
             let kind = if self.heading && comments_title(line) {
                 LineKind::CommentsHeading
+            } else if self.heading && related_title(line) {
+                LineKind::RelatedHeading
             } else if self.linked * 2 > self.solid {
                 if self.cells == 0 && !self.heading && self.solid >= LONG_LINK_LINE {
                     LineKind::LinkTitle
@@ -1072,6 +1077,58 @@ fn comments_title(line: &str) -> bool {
         || counted && COUNTED_COMMENTS_TITLES.iter().any(|t| rest.starts_with(t))
 }
 
+/// Titles of a list of related pages, lowercase, a closing colon or arrow taken off.
+const RELATED_TITLES: &[&str] = &[
+    "related",
+    "related posts",
+    "related articles",
+    "related stories",
+    "related content",
+    "related links",
+    "related news",
+    "related coverage",
+    "related reading",
+    "you may also like",
+    "you might also like",
+    "you may like",
+    "you might like",
+    "more stories",
+    "more news",
+    "more articles",
+    "more posts",
+    "most popular",
+    "most read",
+    "most viewed",
+    "most shared",
+    "most emailed",
+    "most commented",
+    "top stories",
+    "recommended",
+    "recommended for you",
+    "recommended stories",
+    "trending",
+    "trending now",
+    "popular posts",
+    "popular stories",
+    "popular articles",
+    "recent posts",
+    "latest news",
+    "latest posts",
+    "latest stories",
+    "more like this",
+    "what to read next",
+];
+
+/// Whether a heading's text is a related-pages list's title.
+fn related_title(line: &str) -> bool {
+    if line.len() > 100 {
+        return false;
+    }
+    let lower = line.trim().to_lowercase();
+    let title = lower.trim_end_matches([':', '»', '›', ' ']);
+    RELATED_TITLES.contains(&title)
+}
+
 /// Link text a page must drop before it can count as a link index (a menu of a few
 /// links beside no text is boilerplate, not an index).
 const LINK_INDEX_MIN: usize = 200;
@@ -1087,6 +1144,8 @@ enum LineKind {
     /// A heading that opens a comment section ("Comments", "12 Responses to …",
     /// "Leave a Reply").
     CommentsHeading,
+    /// A heading that opens a list of links to related pages ("Related stories").
+    RelatedHeading,
     Other,
 }
 
@@ -1137,7 +1196,44 @@ fn render(
         // `at` starts a line after a newline.
         text.truncate(at - 1);
     }
+    // Headings of related links, on a page with an article (as for its comments) that
+    // is no site's front page (a front page's "Latest news" are its content).
+    if opts.favor == Favor::Precision && comments_go && !page.front_page {
+        text = drop_related_sections(&text, &written);
+    }
     text
+}
+
+/// Drops each related-links section: a heading that names one ("Related stories",
+/// "Most popular") and the lines after it up to the next paragraph or heading.
+fn drop_related_sections(text: &str, written: &[(usize, LineKind)]) -> String {
+    if !written.iter().any(|w| w.1 == LineKind::RelatedHeading) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut dropping = false;
+    for (i, &(start, kind)) in written.iter().enumerate() {
+        if start > text.len() {
+            break;
+        }
+        let end = written
+            .get(i + 1)
+            .map_or(text.len(), |w| w.0.saturating_sub(1))
+            .min(text.len());
+        match kind {
+            LineKind::RelatedHeading => dropping = true,
+            LineKind::Prose | LineKind::CommentsHeading => dropping = false,
+            _ => {}
+        }
+        if dropping {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&text[start..end]);
+    }
+    out
 }
 
 fn render_lines(

@@ -1211,6 +1211,55 @@ fn a_named_post_body_is_the_root_beside_a_column_of_blurbs() {
     assert!(front.contains("Blurb 3"), "{front}");
 }
 
+/// A story in a content-marked block with a "Related stories" heading and three
+/// titles of other stories in the middle of it, and a "Most popular" list after it
+/// (no class names either list). With `precision`, the default, on a page with an
+/// article, a heading that names related links goes with the lines after it up to the
+/// next paragraph: both lists go, the paragraph between them stays. `balanced` keeps
+/// them, and so does `precision` at a site's front page, where "Latest news" and the
+/// like are the content.
+#[test]
+fn sections_of_related_links_go_with_their_heading() {
+    let titles = |from: u32| {
+        (from..from + 3)
+            .map(|n| {
+                format!("<li><a href=/s{n}>Headline of another story number {n} this week</a></li>")
+            })
+            .collect::<String>()
+    };
+    let page = format!(
+        "<html><body><div class=\"main-content\"><h1>Lighthouse keeper retires</h1>\
+         <p>After forty years on the rock, the last keeper of the north lighthouse handed \
+         over the keys on Saturday to the trust that will run it as a museum.</p>\
+         <h3>Related stories</h3><ul>{}</ul>\
+         <p>The lamp itself has been automatic since 1998, but he stayed on to keep the \
+         building, the fog bell and the logbooks in order, he said.</p>\
+         <h3>Most popular:</h3><ul>{}</ul></div></body></html>",
+        titles(1),
+        titles(4)
+    );
+    let url = "https://coast-news.example/2012/10/keeper";
+    let text = extract::Extract::new(&Config::default())
+        .page_of(page.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("handed over the keys"), "{text}");
+    assert!(text.contains("the fog bell"), "{text}");
+    for gone in [
+        "Related stories",
+        "story number 2",
+        "Most popular",
+        "story number 5",
+    ] {
+        assert!(!text.contains(gone), "{gone}: {text}");
+    }
+    let balanced = text_with_favor("balanced", page.as_bytes(), url);
+    assert!(balanced.contains("story number 2"), "{balanced}");
+    assert!(balanced.contains("story number 5"), "{balanced}");
+    let front = text_with_favor("precision", page.as_bytes(), "https://coast-news.example/");
+    assert!(front.contains("story number 5"), "{front}");
+}
+
 /// A blog post of 2007 whose comments carry no class: a `<h2>` "Comments" (an empty
 /// anchor inside it), then each comment a paragraph and a "Posted by:" line, all in the
 /// same content-marked block as the post. With `precision`, the default, on a page
