@@ -562,6 +562,29 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
     let any_size = |id: usize| {
         comments_beside_article && page.nodes[id].group == Group::Comments && !holds_article[id]
     };
+    // With `precision`, an element marked as a promotion or as related links inside a
+    // post's body (by its class) that holds `ARTICLE_PROSE` of prose besides goes
+    // however much prose it holds: a slideshow of other stories' captions appended to
+    // a story. Not on a site's front page. The prose of the nearest such body around
+    // each element:
+    let mut article_around = vec![0u64; n];
+    for id in 0..n {
+        article_around[id] = parent(page.nodes[id].parent).map_or(0, |p| {
+            if article(p) && page.nodes[p].flags & POST_BODY != 0 {
+                weights.prose[p]
+            } else {
+                article_around[p]
+            }
+        });
+    }
+    let promo_in_article = |id: usize| {
+        let node = &page.nodes[id];
+        opts.favor == Favor::Precision
+            && !page.front_page
+            && matches!(node.group, Group::Ads | Group::Related)
+            && node.flags & SEMANTIC == 0
+            && article_around[id] >= weights.prose[id] + ARTICLE_PROSE
+    };
     let mut removed = vec![false; n];
     for id in 0..n {
         let node = &page.nodes[id];
@@ -577,7 +600,8 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
         } && (node.group == Group::Consent
             || (node.flags & SEMANTIC != 0 && node.group != Group::Noscript)
             || group_text[node.group as usize] as f64 <= limit
-            || node.group == Group::Comments && comments_beside_article)
+            || node.group == Group::Comments && comments_beside_article
+            || promo_in_article(id))
             && !(node.flags & SEMANTIC == 0 && component_parts[node.group as usize])
             && !(opts.favor == Favor::Recall && node.group == Group::Comments);
         removed[id] = inherited
@@ -593,7 +617,7 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
                             && node.group == Group::Sidebar
                             && beside_article(id)
                 } else {
-                    (any_size(id) || small && !parallel(id))
+                    (any_size(id) || promo_in_article(id) || small && !parallel(id))
                         && !(node.group == Group::Meta && holds_article[id])
                 }
             || level == Level::All && node.flags & CHROME != 0 && small;

@@ -1211,6 +1211,52 @@ fn a_named_post_body_is_the_root_beside_a_column_of_blurbs() {
     assert!(front.contains("Blurb 3"), "{front}");
 }
 
+/// A story whose body a class names (`entry-content`) ends with "Also on our site:"
+/// and a slideshow of other stories inside a `promo` element, each slide a caption
+/// paragraph, with more prose than the story. A class rule never removes an element
+/// holding most of the page's prose (a shop's `product` grid is its content), so the
+/// captions stayed. With `precision`, the default, a promotion or related-links
+/// element inside a post's body with 1,000 bytes of prose besides goes however much
+/// it holds; `balanced` keeps it, and so does `precision` when the story is short.
+#[test]
+fn a_slideshow_promo_inside_a_story_goes() {
+    let caption = |n: u32| {
+        format!(
+            "<li><p>Slide {n}: a runner crosses the line in the evening heat of the stadium, \
+             arms wide, as the crowd rises behind her for the final lap of the relay.</p></li>"
+        )
+    };
+    let story = |n: usize| {
+        format!(
+            "<p>Paragraph {n} of the story: the sprinter won the final by two tenths of a \
+             second, the widest margin in that event since the games of 1984.</p>"
+        )
+    };
+    let page = |paragraphs: usize| {
+        format!(
+            "<html><body><div class=\"post\"><h1>Sprinter keeps her title</h1>\
+             <div class=\"entry-content\">{}<p>Also on our site:</p>\
+             <div class=\"promo_holder\"><ul class=\"slideshow\">{}</ul></div></div></div>\
+             </body></html>",
+            (1..=paragraphs).map(story).collect::<String>(),
+            (1..=16).map(caption).collect::<String>()
+        )
+    };
+    let url = "https://sport-news.example/2012/08/09/sprinter";
+    let long = page(10);
+    let text = extract::Extract::new(&Config::default())
+        .page_of(long.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("Paragraph 9 of the story"), "{text}");
+    assert!(!text.contains("Slide 3"), "{text}");
+    let balanced = text_with_favor("balanced", long.as_bytes(), url);
+    assert!(balanced.contains("Slide 3"), "{balanced}");
+    let short = text_with_favor("precision", page(3).as_bytes(), url);
+    assert!(short.contains("Paragraph 2 of the story"), "{short}");
+    assert!(short.contains("Slide 3"), "{short}");
+}
+
 /// A story in a content-marked block with a "Related stories" heading and three
 /// titles of other stories in the middle of it, and a "Most popular" list after it
 /// (no class names either list). With `precision`, the default, on a page with an
