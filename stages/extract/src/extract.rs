@@ -634,9 +634,9 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
 /// at least this share of it.
 const DESCEND_SHARE: f64 = 0.6;
 
-/// With `favor = "precision"`, the share for a post's body of `ARTICLE_PROSE` bytes
-/// or more inside a content block that is no post's body.
-const POST_BODY_DESCEND_SHARE: f64 = 0.4;
+/// With `favor = "precision"`, the share for a content block of `ARTICLE_PROSE` bytes
+/// or more inside one that is no post's body.
+const ARTICLE_DESCEND_SHARE: f64 = 0.4;
 
 /// Link text counts this much (in quarters of text outside links) toward where the
 /// root goes.
@@ -726,15 +726,20 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
             prose[best] as f64 >= ps * root_total(page, &prose).max(1) as f64
         }
     };
-    // With `precision`, a post's body of an article's size (by its class) inside a
-    // wider content block (a page's `role="main"` that also holds the lists of other
-    // stories under the article) is the content with less of the block.
+    // With `precision`, a content block of an article's size inside a wider one that
+    // is no post's body (a page's `role="main"` or `#content` that also holds the
+    // lists of other stories, a blog's sidebar) is the content with less of the wider
+    // block. Not inside a post's body: its parts (`entry-body`, then `entry-more`) are
+    // one article.
     let descend_share = |inner: usize, best: usize| {
-        let post_in_wider = page.nodes[inner].flags & POST_BODY != 0
+        let article_in_wider = opts.favor == Favor::Precision
+            && !page.discussion
+            && !page.front_page
+            && !page.product
             && page.nodes[best].flags & POST_BODY == 0
             && clean[inner] >= ARTICLE_PROSE;
-        if opts.favor == Favor::Precision && !page.discussion && !page.front_page && post_in_wider {
-            POST_BODY_DESCEND_SHARE
+        if article_in_wider {
+            ARTICLE_DESCEND_SHARE
         } else {
             DESCEND_SHARE
         }

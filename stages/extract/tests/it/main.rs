@@ -1088,7 +1088,8 @@ fn a_short_post_is_not_replaced_by_its_sidebar() {
 }
 
 /// A news story that declares itself an article (`og:type`), followed inside its
-/// container by a "More stories" list of other stories' titles, links of 30 bytes and
+/// container by a "From the archive" list of other stories' titles (a heading that
+/// names no related list, which would go on its own), links of 30 bytes and
 /// more (a 2012 news site's related-stories block, no class naming it). `precision`
 /// drops what follows the story's last paragraph once two such titles are there;
 /// `balanced` keeps them, and so does `precision` on a page that does not declare an
@@ -1108,7 +1109,7 @@ fn related_stories_after_an_article_go() {
              <li><a href=/b>The council's decision to fund the repair in full</a></li></ul>\
              <p>The fishermen, who had moved their boats to the next bay in October, can \
              bring them back next week, the harbour master said.</p>\
-             <h3>More stories</h3><ul>\
+             <h3>From the archive</h3><ul>\
              <li><a href=/c>School bus timetable changes from Monday morning</a></li>\
              <li><a href=/d>Lifeboat crew called out twice in one night off the point</a></li>\
              <li><a href=/e>Market hall to open on Sundays through December</a></li></ul>\
@@ -1154,7 +1155,7 @@ fn related_stories_after_an_article_go() {
             "{what}, {favor}: {text}"
         );
         assert_eq!(
-            !text.contains("School bus timetable") && !text.contains("More stories"),
+            !text.contains("School bus timetable") && !text.contains("From the archive"),
             goes,
             "{what}, {favor}: {text}"
         );
@@ -1361,16 +1362,18 @@ fn a_comment_section_without_classes_goes_with_its_heading() {
     assert!(section.contains("Reader comment 3"), "{section}");
 }
 
-/// A story whose body a class names (`art-content`, as a 2012 portal's theme has it)
-/// inside the page's `role="main"` block, which also holds a column of other stories,
-/// each a linked title and a teaser paragraph: the body holds about half of the block,
-/// under the 60% that takes the root into a content-marked element. With `precision`,
-/// the default, a post's body of 1,000 bytes of prose or more inside a wider content
-/// block is the root from 40% of it, and the teasers go; `balanced` keeps them, and so
-/// does `precision` when the body is short, even at half of the block (three lines
-/// are no reason to drop the rest of it).
+/// A story whose body a class names (`art-content`, as a 2012 portal's theme has it,
+/// or a bare `entry`) inside the page's `role="main"` block, which also holds a column
+/// of other stories, each a linked title and a teaser paragraph: the body holds about
+/// half of the block, under the 60% that takes the root into a content-marked element.
+/// With `precision`, the default, a content block of 1,000 bytes of prose or more
+/// inside a wider one that is no post's body is the root from 40% of it, and the
+/// teasers go; `balanced` keeps them, and so does `precision` when the body is short,
+/// even at half of the block (three lines are no reason to drop the rest of it). Inside
+/// a post's body (`entry-content`), its first part (`entry-body`) is not the root at
+/// that share: the part after it (`entry-more`) is the same article.
 #[test]
-fn a_named_story_body_inside_the_main_block_is_the_root() {
+fn a_story_body_inside_the_main_block_is_the_root() {
     let paragraph = |n: usize| {
         format!(
             "<p>Day {n}: the city's tram line reopened after a summer of work on the tracks, \
@@ -1384,28 +1387,57 @@ fn a_named_story_body_inside_the_main_block_is_the_root() {
              and the new bus lanes, and what it will cost.</p></div>"
         )
     };
-    let page = |paragraphs: usize, teasers: u32| {
+    let page = |class: &str, paragraphs: usize, teasers: u32| {
         format!(
             "<html><body><div class=\"bd\" role=\"main\"><h1>Trams run again</h1>\
-             <div class=\"mod art-content\">{}</div><h3>Top stories</h3>{}</div></body></html>",
+             <div class=\"{class}\">{}</div><h3>Top stories</h3>{}</div></body></html>",
             (1..=paragraphs).map(paragraph).collect::<String>(),
             (1..=teasers).map(teaser).collect::<String>()
         )
     };
     let url = "https://city-news.example/2012/09/trams";
-    let long = page(10, 10);
+    for class in ["mod art-content", "entry"] {
+        let long = page(class, 10, 10);
+        let text = extract::Extract::new(&Config::default())
+            .page_of(long.as_bytes(), None, url)
+            .expect("kept")
+            .text;
+        assert!(text.contains("first trams ran on time"), "{class}: {text}");
+        assert!(!text.contains("Other story number 3"), "{class}: {text}");
+        assert!(!text.contains("teaser of other story"), "{class}: {text}");
+        let balanced = text_with_favor("balanced", long.as_bytes(), url);
+        assert!(
+            balanced.contains("teaser of other story 3"),
+            "{class}: {balanced}"
+        );
+        let short = text_with_favor("precision", page(class, 3, 3).as_bytes(), url);
+        assert!(
+            short.contains("first trams ran on time"),
+            "{class}: {short}"
+        );
+        assert!(
+            short.contains("teaser of other story 3"),
+            "{class}: {short}"
+        );
+    }
+    let more = |n: usize| {
+        format!(
+            "<p>More {n}: the new timetable adds a tram every six minutes at peak hours, and \
+             the night service runs on Fridays and Saturdays until two.</p>"
+        )
+    };
+    let parts = format!(
+        "<html><body><div class=\"entry-content\"><div class=\"entry-body\">{}</div>\
+         <div class=\"entry-more\">{}</div></div></body></html>",
+        (1..=10).map(paragraph).collect::<String>(),
+        (1..=8).map(more).collect::<String>()
+    );
     let text = extract::Extract::new(&Config::default())
-        .page_of(long.as_bytes(), None, url)
+        .page_of(parts.as_bytes(), None, url)
         .expect("kept")
         .text;
-    assert!(text.contains("first trams ran on time"), "{text}");
-    assert!(!text.contains("Other story number 3"), "{text}");
-    assert!(!text.contains("teaser of other story"), "{text}");
-    let balanced = text_with_favor("balanced", long.as_bytes(), url);
-    assert!(balanced.contains("teaser of other story 3"), "{balanced}");
-    let short = text_with_favor("precision", page(3, 3).as_bytes(), url);
-    assert!(short.contains("first trams ran on time"), "{short}");
-    assert!(short.contains("teaser of other story 3"), "{short}");
+    assert!(text.contains("Day 9:"), "{text}");
+    assert!(text.contains("More 7:"), "{text}");
 }
 
 /// An `<aside>` beside an article that holds most of the page's prose (a column of
