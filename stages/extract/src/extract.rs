@@ -726,7 +726,8 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
             prose[best] as f64 >= ps * root_total(page, &prose).max(1) as f64
         }
     };
-    // With `precision`, a content block of an article's size inside a wider one that
+    // With `precision`, a content block of an article's size (300 bytes of prose on a
+    // page that says it is an article) inside a wider one that
     // is no post's body (a page's `role="main"` or `#content` that also holds the
     // lists of other stories, a blog's sidebar) is the content with less of the wider
     // block. Not inside a post's body: its parts (`entry-body`, then `entry-more`) are
@@ -737,7 +738,12 @@ fn extract_pass(page: &Page, opts: &Options, level: Level) -> (String, bool) {
             && !page.front_page
             && !page.product
             && page.nodes[best].flags & POST_BODY == 0
-            && clean[inner] >= ARTICLE_PROSE;
+            && clean[inner]
+                >= if page.og_article {
+                    DECLARED_ARTICLE_PROSE
+                } else {
+                    ARTICLE_PROSE
+                };
         if article_in_wider {
             ARTICLE_DESCEND_SHARE
         } else {

@@ -1369,7 +1369,8 @@ fn a_comment_section_without_classes_goes_with_its_heading() {
 /// With `precision`, the default, a content block of 1,000 bytes of prose or more
 /// inside a wider one that is no post's body is the root from 40% of it, and the
 /// teasers go; `balanced` keeps them, and so does `precision` when the body is short,
-/// even at half of the block (three lines are no reason to drop the rest of it). Inside
+/// even at half of the block (three lines are no reason to drop the rest of it),
+/// unless the page says it is an article (`og:type`: 300 bytes are enough). Inside
 /// a post's body (`entry-content`), its first part (`entry-body`) is not the root at
 /// that share: the part after it (`entry-more`) is the same article.
 #[test]
@@ -1418,6 +1419,19 @@ fn a_story_body_inside_the_main_block_is_the_root() {
         assert!(
             short.contains("teaser of other story 3"),
             "{class}: {short}"
+        );
+        let declared = page(class, 3, 3).replace(
+            "<html>",
+            "<html><head><meta property=\"og:type\" content=\"article\"></head>",
+        );
+        let declared = text_with_favor("precision", declared.as_bytes(), url);
+        assert!(
+            declared.contains("first trams ran on time"),
+            "{class}: {declared}"
+        );
+        assert!(
+            !declared.contains("teaser of other story"),
+            "{class}: {declared}"
         );
     }
     let more = |n: usize| {
