@@ -413,7 +413,8 @@ pub fn front_page_url(url: &str) -> bool {
 /// are the posts of a thread and stay.
 ///
 /// With `precision`, any content-marked element with prose of its own is such an
-/// article, however short, and however long the comments after it run.
+/// article, however short, and however long the comments after it run; and on a page
+/// with one post (`Page::entries`) the comments go whatever the post holds.
 fn comments_beside_article(page: &Page, weights: &Weights, precision: bool) -> bool {
     if page.discussion {
         return false;
@@ -445,6 +446,12 @@ fn comments_beside_article(page: &Page, weights: &Weights, precision: bool) -> b
             .take(THREAD_POSTS)
             .count()
             < THREAD_POSTS;
+    // A page with one element that says it is a post (hAtom's `hentry`, a schema.org
+    // `BlogPosting`) is a post, and its comments are comments however little prose the
+    // post holds (a photo or a video and its title).
+    if precision && page.entries == 1 {
+        return true;
+    }
     let least = if precision {
         1
     } else if page.og_article {

@@ -1307,6 +1307,44 @@ fn sections_of_related_links_go_with_their_heading() {
     assert!(front.contains("story number 5"), "{front}");
 }
 
+/// A blog post that is a photo and its title, with no prose of its own, marked as
+/// one post (hAtom's `hentry`), followed by a long comment section (`commentlist`).
+/// Comments beside no prose used to be the page's content (as the posts of a thread
+/// are). With `precision`, the default, a page with one post loses its comments
+/// whatever the post holds; `balanced` keeps them, and so does `precision` on the same
+/// page without the `hentry` (a thread under a short opening post).
+#[test]
+fn comments_under_a_photo_post_go() {
+    let page = |post_class: &str| {
+        let comment = |n: u32| {
+            format!(
+                "<li class=\"comment\"><div class=\"comment-author\">Reader {n}</div>\
+                 <p>Comment {n}: what a beautiful picture of the harbour at dawn, it reminds me \
+                 of the summers we spent there when the children were small.</p></li>"
+            )
+        };
+        format!(
+            "<html><body><div class=\"{post_class}\"><h2 class=\"entry-title\">Harbour at \
+             dawn</h2><div class=\"entry-content\"><img src=\"/harbour.jpg\" alt=\"\"></div>\
+             <div class=\"entry-meta\">by Ana on July 21, 2012</div></div>\
+             <ol class=\"commentlist\">{}</ol></body></html>",
+            (1..=8).map(comment).collect::<String>()
+        )
+    };
+    let url = "https://photo-blog.example/2012/07/harbour-at-dawn";
+    let post = page("post hentry");
+    let text = extract::Extract::new(&Config::default())
+        .page_of(post.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("Harbour at dawn"), "{text}");
+    assert!(!text.contains("Comment 3"), "{text}");
+    let balanced = text_with_favor("balanced", post.as_bytes(), url);
+    assert!(balanced.contains("Comment 3"), "{balanced}");
+    let unmarked = text_with_favor("precision", page("post").as_bytes(), url);
+    assert!(unmarked.contains("Comment 3"), "{unmarked}");
+}
+
 /// A blog post of 2007 whose comments carry no class: a `<h2>` "Comments" (an empty
 /// anchor inside it), then each comment a paragraph and a "Posted by:" line, all in the
 /// same content-marked block as the post. With `precision`, the default, on a page
