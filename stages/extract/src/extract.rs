@@ -617,7 +617,10 @@ fn removal(page: &Page, opts: &Options, level: Level, weights: &Weights) -> Anal
                 && (small && weights.prose[id] == 0 || node.kind == Kind::Pre)
             || group_rule
                 && if node.flags & SEMANTIC != 0 && node.group != Group::Noscript {
-                    weights.prose[id] as f64 <= prose_limit
+                    // With `precision`, a landmark that holds an article is not weighed
+                    // by its prose (a theme that puts each post in an `<aside>`).
+                    !(opts.favor == Favor::Precision && holds_article[id])
+                        && weights.prose[id] as f64 <= prose_limit
                         // With `precision`, an `<aside>` beside an article is a sidebar
                         // however much prose its teasers hold, as a class-marked one is.
                         || opts.favor == Favor::Precision

@@ -1307,6 +1307,47 @@ fn sections_of_related_links_go_with_their_heading() {
     assert!(front.contains("story number 5"), "{front}");
 }
 
+/// A theme that puts the post in an `<aside class="blogPost">` (its body a
+/// `blogContent`), beside two `<aside>` columns of teasers that together hold more
+/// prose than the post. Landmarks are weighed by prose, so the post's aside went with
+/// the columns, the pass was empty and a lenient one gave the teasers with the post.
+/// With `precision`, the default, a landmark that holds an article (a content-marked
+/// element with 300 bytes of prose) is not weighed by its prose, and the post is the
+/// text; `balanced` keeps the teasers.
+#[test]
+fn a_post_inside_an_aside_stays() {
+    let teaser = |n: u32| {
+        format!(
+            "<p>Teaser {n}: a celebrity was seen at the airport with a new hat, and the \
+             internet has opinions about the colour of its ribbon.</p>"
+        )
+    };
+    let column = |from: u32| (from..from + 8).map(teaser).collect::<String>();
+    let page = format!(
+        "<html><body><div id=\"wrap\"><aside class=\"blogPost\"><h1>Village fete raises a \
+         record sum</h1><div class=\"blogContent\"><p>The village fete raised more money on \
+         Saturday than in any year since it began, thanks to the cake stall and the dog show.</p>\
+         <p>The money goes to the roof of the village hall, which has leaked above the stage \
+         since the storm two winters ago, the organisers said.</p><p>Next year the fete moves \
+         to the school field, which has room for twice as many stalls.</p><p>The dog show \
+         alone had forty entries, and the winner was a spaniel from the farm by the ford.</p>\
+         </div></aside>\
+         <aside class=\"topStories\">{}</aside><aside class=\"pageTwo\">{}</aside></div>\
+         </body></html>",
+        column(1),
+        column(9)
+    );
+    let url = "https://village-news.example/2012/08/fete";
+    let text = extract::Extract::new(&Config::default())
+        .page_of(page.as_bytes(), None, url)
+        .expect("kept")
+        .text;
+    assert!(text.contains("roof of the village hall"), "{text}");
+    assert!(!text.contains("Teaser 3"), "{text}");
+    let balanced = text_with_favor("balanced", page.as_bytes(), url);
+    assert!(balanced.contains("Teaser 3"), "{balanced}");
+}
+
 /// A blog post that is a photo and its title, with no prose of its own, marked as
 /// one post (hAtom's `hentry`), followed by a long comment section (`commentlist`).
 /// Comments beside no prose used to be the page's content (as the posts of a thread
