@@ -17,8 +17,7 @@
 //! dies stops renewing: its claim expires and the next contender ignores it (and
 //! deletes it).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -54,7 +53,8 @@ fn now_ms() -> u64 {
 pub struct RunLock {
     storage: Storage,
     claim: Location,
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the renewer: it wakes at once, not at its next tick.
+    stop: Option<Sender<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -172,25 +172,18 @@ fn contend(
     if let Some((_, other)) = live(storage, dir)?.iter().find(|(n, _)| n.as_str() < name) {
         return refuse(other);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let (s, l, st, mut c) = (storage.clone(), loc.clone(), stop.clone(), claim.clone());
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let (s, l, mut c) = (storage.clone(), loc.clone(), claim.clone());
     let every = Duration::from_millis(lease_ms / 3);
     let renewer = std::thread::Builder::new()
         .name("tokenmill-lock".into())
         .spawn(move || {
-            let tick = Duration::from_millis(50).min(every);
-            let mut waited = Duration::ZERO;
-            while !st.load(Ordering::Relaxed) {
-                std::thread::sleep(tick);
-                waited += tick;
-                if waited >= every {
-                    waited = Duration::ZERO;
-                    c.expires_ms = now_ms() + lease_ms;
-                    if !st.load(Ordering::Relaxed)
-                        && let Err(e) = write(&s, &l, &c)
-                    {
-                        tracing::warn!(lock = %l, error = %e, "lock lease not renewed");
-                    }
+            // Renews every third of the lease until the lock is dropped (its sender
+            // goes, and the wait ends at once: a short run does not wait for a tick).
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                c.expires_ms = now_ms() + lease_ms;
+                if let Err(e) = write(&s, &l, &c) {
+                    tracing::warn!(lock = %l, error = %e, "lock lease not renewed");
                 }
             }
         })
@@ -198,7 +191,7 @@ fn contend(
     Ok(RunLock {
         storage: storage.clone(),
         claim: loc.clone(),
-        stop,
+        stop: Some(stop),
         renewer: Some(renewer),
     })
 }
@@ -212,7 +205,7 @@ impl RunLock {
 
 impl Drop for RunLock {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         // A renewal in progress finishes before the claim goes, or it would put the
         // claim back.
         if let Some(r) = self.renewer.take() {
