@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Bench: 1 vs 2 threads on every step of the fixture pipeline (text with every stage,
 # the four MinHash phases, tokenizer training and encoding; not the train phase), on
-# real pages: the given WARC files, each linked COPIES times (default 4) so that a step
-# has several inputs. Runs `mill run` with --threads 1 on core 0, then --threads 2 on
-# cores 0 and 1, one step at a time (`--only`), and prints each step's wall seconds and
-# speedup.
+# real pages: the given WARC files, each cut into PARTS files (default 6) and the parts
+# linked COPIES times (default 4), so that every step has several inputs. Runs `mill
+# run` with --threads 1 on core 0, then --threads 2 on cores 0 and 1, one step at a time
+# (`--only`), and prints each step's wall seconds and speedup.
 # Usage: scripts/bench-threads.sh WARC... (e.g. the pages scripts/bench-chain.sh packs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,13 +13,39 @@ cd "$(dirname "$0")/.."
 scripts/fetch-models.sh >/dev/null
 cargo build --release --locked -p jobs --bin mill
 copies="${COPIES:-4}"
+parts="${PARTS:-6}"
 work=.cache/threads-run
-rm -rf "$work" && mkdir -p "$work/input"
+rm -rf "$work" && mkdir -p "$work/input" "$work/parts"
+# Each WARC cut into PARTS files of whole records (distinct pages in each), then the
+# parts linked COPIES times: deduplication keeps the first copy of each page, so what
+# the steps after it get is spread over the parts of the first copy, as a crawl's
+# documents are spread over its files (whole WARCs linked as copies left all of it in
+# two inputs).
+python3 - "$work/parts" "$parts" "$@" <<'PY'
+import gzip, sys
+from pathlib import Path
+out, parts, sources = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+for n, src in enumerate(sources):
+    data = gzip.open(src, "rb").read()
+    records, at = [], 0
+    while at < len(data):
+        end = data.index(b"\r\n\r\n", at)
+        head = data[at:end].decode("utf-8", "replace")
+        length = next(int(l.split(":", 1)[1]) for l in head.split("\r\n") if l.lower().startswith("content-length:"))
+        stop = end + 4 + length + 4
+        records.append(data[at:stop])
+        at = stop
+    per = -(-len(records) // parts)
+    for k in range(parts):
+        with gzip.open(out / f"{n:02d}-{k:02d}.warc.gz", "wb") as fh:
+            for r in records[k * per:(k + 1) * per]:
+                fh.write(r)
+PY
 k=0
-for src in "$@"; do
-  for c in $(seq 1 "$copies"); do
+for c in $(seq 1 "$copies"); do
+  for part in "$work"/parts/*.warc.gz; do
     k=$((k + 1))
-    ln -s "$(realpath "$src")" "$work/input/part-$k.warc.gz"
+    ln -s "$(realpath "$part")" "$work/input/part-$(printf %04d $k).warc.gz"
   done
 done
 # The fixture pipeline's steps and configuration, on these inputs, without the train
