@@ -70,6 +70,12 @@ use crate::html::{CHROME, CONTENT, Event, GROUPS, Group, HIDDEN, Kind, POST_BODY
 ///   less of the page around it, and its text is replaced by a more lenient pass only
 ///   when that pass gives sixteen times as much. On a page that declares itself an
 ///   article, titles of other pages after the last paragraph (related stories) go.
+///   Comments also go on a page with one post (`hentry`), however little the post
+///   holds; on a page with an article, a comment section's heading ends the text and a
+///   heading of related links goes with the lines under it. A content block of an
+///   article's size is the root from 40% of a wider one that is no post's body; a
+///   promotion or related-links element inside a post's body goes whatever its size;
+///   a landmark that holds an article is not weighed by its prose.
 /// - `balanced`: they are removed beside an article of the page's own (a blog post and
 ///   its comment section: 1,000 bytes of prose that outweigh them), whatever their
 ///   size and in every pass, and kept when they are most of the page (a thread).
@@ -1250,7 +1256,8 @@ fn render(
 }
 
 /// Drops each related-links section: a heading that names one ("Related stories",
-/// "Most popular") and the lines after it up to the next paragraph or heading.
+/// "Most popular") and the lines after it up to the next paragraph (or a comment
+/// section's heading).
 fn drop_related_sections(text: &str, written: &[(usize, LineKind)]) -> String {
     if !written.iter().any(|w| w.1 == LineKind::RelatedHeading) {
         return text.to_string();
