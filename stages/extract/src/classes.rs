@@ -312,21 +312,24 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
         value.to_string()
     };
     let mut buf = String::new();
-    let mut previous = String::new();
+    // Bit i: the previous word was the first of `POST_WORD_PAIRS[i]` (no copy of it).
+    let mut after = 0u32;
     for_words(&named, &mut buf, |w| {
         if group == Group::None
             && let Some(g) = word_group(w)
         {
             group = g;
         }
-        if POST_WORD_PAIRS
-            .iter()
-            .any(|[a, b]| previous == *a && w == *b)
-        {
-            flags |= CONTENT | POST_BODY;
+        let mut next = 0u32;
+        for (i, [first, second]) in POST_WORD_PAIRS.iter().enumerate() {
+            if after & (1 << i) != 0 && w == *second {
+                flags |= CONTENT | POST_BODY;
+            }
+            if w == *first {
+                next |= 1 << i;
+            }
         }
-        previous.clear();
-        previous.push_str(w);
+        after = next;
     });
     if holds_any(&CHROME_MATCHER, CHROME_PARTS, &compact) {
         flags |= CHROME;

@@ -1004,10 +1004,10 @@ impl Lines<'_> {
             if !self.out.is_empty() {
                 self.out.push('\n');
             }
-            let kind = if self.heading && comments_title(line) {
-                LineKind::CommentsHeading
-            } else if self.heading && related_title(line) {
-                LineKind::RelatedHeading
+            // Only `precision` acts on what a heading opens.
+            let titled = self.heading && self.opts.favor == Favor::Precision;
+            let kind = if let Some(kind) = titled.then(|| heading_kind(line)).flatten() {
+                kind
             } else if self.linked * 2 > self.solid {
                 if self.cells == 0 && !self.heading && self.solid >= LONG_LINK_LINE {
                     LineKind::LinkTitle
@@ -1106,12 +1106,23 @@ const COUNTED_COMMENTS_TITLES: &[&str] = &[
     "comments to ",
 ];
 
-/// Whether a heading's text is a comment section's title.
-fn comments_title(line: &str) -> bool {
+/// What a heading opens, by its text: a comment section or a list of related pages.
+fn heading_kind(line: &str) -> Option<LineKind> {
     if line.len() > 200 {
-        return false;
+        return None;
     }
     let lower = line.trim().to_lowercase();
+    if comments_title(&lower) {
+        Some(LineKind::CommentsHeading)
+    } else if RELATED_TITLES.contains(&lower.trim_end_matches([':', '»', '›', ' '])) {
+        Some(LineKind::RelatedHeading)
+    } else {
+        None
+    }
+}
+
+/// Whether a heading's text, trimmed and lowercase, is a comment section's title.
+fn comments_title(lower: &str) -> bool {
     let mut title = lower.trim_end_matches(':').trim_end();
     if let Some(open) = title.rfind('(')
         && title.ends_with(')')
@@ -1169,16 +1180,6 @@ const RELATED_TITLES: &[&str] = &[
     "more like this",
     "what to read next",
 ];
-
-/// Whether a heading's text is a related-pages list's title.
-fn related_title(line: &str) -> bool {
-    if line.len() > 100 {
-        return false;
-    }
-    let lower = line.trim().to_lowercase();
-    let title = lower.trim_end_matches([':', '»', '›', ' ']);
-    RELATED_TITLES.contains(&title)
-}
 
 /// Link text a page must drop before it can count as a link index (a menu of a few
 /// links beside no text is boilerplate, not an index).
@@ -1249,7 +1250,11 @@ fn render(
     }
     // Headings of related links, on a page with an article (as for its comments) that
     // is no site's front page (a front page's "Latest news" are its content).
-    if opts.favor == Favor::Precision && comments_go && !page.front_page {
+    if opts.favor == Favor::Precision
+        && comments_go
+        && !page.front_page
+        && written.iter().any(|w| w.1 == LineKind::RelatedHeading)
+    {
         text = drop_related_sections(&text, &written);
     }
     text
@@ -1259,9 +1264,6 @@ fn render(
 /// "Most popular") and the lines after it up to the next paragraph (or a comment
 /// section's heading).
 fn drop_related_sections(text: &str, written: &[(usize, LineKind)]) -> String {
-    if !written.iter().any(|w| w.1 == LineKind::RelatedHeading) {
-        return text.to_string();
-    }
     let mut out = String::with_capacity(text.len());
     let mut dropping = false;
     for (i, &(start, kind)) in written.iter().enumerate() {
@@ -1377,7 +1379,7 @@ mod tests {
     }
 
     #[test]
-    fn comment_section_titles() {
+    fn comment_and_related_section_titles() {
         for title in [
             "Comments",
             "12 Comments",
@@ -1387,7 +1389,11 @@ mod tests {
             "7 Responses to “Harbour wall repaired”",
             "3 thoughts on \"Gift cards\"",
         ] {
-            assert!(comments_title(title), "{title}");
+            assert_eq!(
+                heading_kind(title),
+                Some(LineKind::CommentsHeading),
+                "{title}"
+            );
         }
         for title in [
             "Response",
@@ -1396,7 +1402,14 @@ mod tests {
             "Code comments",
             "Comments in TOML",
         ] {
-            assert!(!comments_title(title), "{title}");
+            assert_eq!(heading_kind(title), None, "{title}");
+        }
+        for title in ["Related stories", "MOST POPULAR", "You may also like:"] {
+            assert_eq!(
+                heading_kind(title),
+                Some(LineKind::RelatedHeading),
+                "{title}"
+            );
         }
     }
 

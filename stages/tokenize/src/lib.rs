@@ -347,10 +347,7 @@ pub fn train_step(
     config.validate()?;
     let hash = config_hash("tokenize-train", config);
     pipeline::runner::run_over_listing(TRAIN_STEP, TRAIN_UNIT, &hash, storage, opts, || {
-        // The trainer counts words on the current worker pool: the run's threads, not
-        // every core of the machine.
-        let pool = pipeline::runner::pool(opts.threads)?;
-        let r = pool.install(|| train(storage, &opts.input, &opts.output, config))?;
+        let r = train(storage, &opts.input, &opts.output, config)?;
         let stats = Stats {
             docs_in: r.sample_documents,
             docs_out: r.sample_documents,

@@ -871,6 +871,14 @@ fn failure_classes_of_real_pages() {
 }
 
 /// The text of `html` at `url` extracted with `favor = "<favor>"` (a drop is a failure).
+/// The text the default configuration extracts from a page (which it must keep).
+fn default_text(html: &[u8], url: &str) -> String {
+    extract::Extract::new(&Config::default())
+        .page_of(html, None, url)
+        .expect("kept")
+        .text
+}
+
 fn text_with_favor(favor: &str, html: &[u8], url: &str) -> String {
     let config: Config = toml::from_str(&format!("favor = \"{favor}\"")).expect("config");
     extract::Extract::new(&config)
@@ -1061,10 +1069,7 @@ fn a_short_post_is_not_replaced_by_its_sidebar() {
         <div class=\"footer\"><p>Published by a small press of two people who like paper more than \
         screens. Not affiliated with any news site.</p></div></div></body></html>";
     let url = "https://magazine.example/2012/06/issue-one";
-    let default = extract::Extract::new(&Config::default())
-        .page_of(page.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let default = default_text(page.as_bytes(), url);
     for (favor, text) in [
         (
             "precision",
@@ -1161,10 +1166,7 @@ fn related_stories_after_an_article_go() {
         );
     }
     // `precision` is the default.
-    let text = extract::Extract::new(&Config::default())
-        .page_of(page_with(og, "", "").as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(page_with(og, "", "").as_bytes(), url);
     assert!(!text.contains("School bus timetable"), "{text}");
 }
 
@@ -1195,10 +1197,7 @@ fn a_named_post_body_is_the_root_beside_a_column_of_blurbs() {
     let post = "why do the gift cards you sell expire";
     let url = "https://small-shops.example/2012/05/gift-cards.html";
     let named = page("entry-body");
-    let text = extract::Extract::new(&Config::default())
-        .page_of(named.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(named.as_bytes(), url);
     assert!(text.to_lowercase().contains(post), "{text}");
     assert!(!text.contains("Blurb 3"), "{text}");
     let unnamed = text_with_favor("precision", page("copy").as_bytes(), url);
@@ -1245,10 +1244,7 @@ fn a_slideshow_promo_inside_a_story_goes() {
     };
     let url = "https://sport-news.example/2012/08/09/sprinter";
     let long = page(10);
-    let text = extract::Extract::new(&Config::default())
-        .page_of(long.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(long.as_bytes(), url);
     assert!(text.contains("Paragraph 9 of the story"), "{text}");
     assert!(!text.contains("Slide 3"), "{text}");
     let balanced = text_with_favor("balanced", long.as_bytes(), url);
@@ -1286,10 +1282,7 @@ fn sections_of_related_links_go_with_their_heading() {
         titles(4)
     );
     let url = "https://coast-news.example/2012/10/keeper";
-    let text = extract::Extract::new(&Config::default())
-        .page_of(page.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(page.as_bytes(), url);
     assert!(text.contains("handed over the keys"), "{text}");
     assert!(text.contains("the fog bell"), "{text}");
     for gone in [
@@ -1338,10 +1331,7 @@ fn a_post_inside_an_aside_stays() {
         column(9)
     );
     let url = "https://village-news.example/2012/08/fete";
-    let text = extract::Extract::new(&Config::default())
-        .page_of(page.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(page.as_bytes(), url);
     assert!(text.contains("roof of the village hall"), "{text}");
     assert!(!text.contains("Teaser 3"), "{text}");
     let balanced = text_with_favor("balanced", page.as_bytes(), url);
@@ -1374,10 +1364,7 @@ fn comments_under_a_photo_post_go() {
     };
     let url = "https://photo-blog.example/2012/07/harbour-at-dawn";
     let post = page("post hentry");
-    let text = extract::Extract::new(&Config::default())
-        .page_of(post.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(post.as_bytes(), url);
     assert!(text.contains("Harbour at dawn"), "{text}");
     assert!(!text.contains("Comment 3"), "{text}");
     let balanced = text_with_favor("balanced", post.as_bytes(), url);
@@ -1417,10 +1404,7 @@ fn a_comment_section_without_classes_goes_with_its_heading() {
     };
     let url = "https://teaching-blog.example/2007/04/favourite-graphs.html";
     let comments = page("Comments");
-    let text = extract::Extract::new(&Config::default())
-        .page_of(comments.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(comments.as_bytes(), url);
     assert!(text.contains("read every suggestion"), "{text}");
     assert!(text.contains("Posted by Kathy"), "{text}");
     assert!(!text.contains("Reader comment"), "{text}");
@@ -1478,10 +1462,7 @@ fn a_story_body_inside_the_main_block_is_the_root() {
     let url = "https://city-news.example/2012/09/trams";
     for class in ["mod art-content", "entry"] {
         let long = page(class, 10, 10);
-        let text = extract::Extract::new(&Config::default())
-            .page_of(long.as_bytes(), None, url)
-            .expect("kept")
-            .text;
+        let text = default_text(long.as_bytes(), url);
         assert!(text.contains("first trams ran on time"), "{class}: {text}");
         assert!(!text.contains("Other story number 3"), "{class}: {text}");
         assert!(!text.contains("teaser of other story"), "{class}: {text}");
@@ -1525,10 +1506,7 @@ fn a_story_body_inside_the_main_block_is_the_root() {
         (1..=10).map(paragraph).collect::<String>(),
         (1..=8).map(more).collect::<String>()
     );
-    let text = extract::Extract::new(&Config::default())
-        .page_of(parts.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(parts.as_bytes(), url);
     assert!(text.contains("Day 9:"), "{text}");
     assert!(text.contains("More 7:"), "{text}");
 }
@@ -1559,10 +1537,7 @@ fn an_aside_of_teasers_beside_an_article_goes() {
         (1..=16).map(teaser).collect::<String>()
     );
     let url = "https://car-tests.example/2012/09/estate";
-    let text = extract::Extract::new(&Config::default())
-        .page_of(page.as_bytes(), None, url)
-        .expect("kept")
-        .text;
+    let text = default_text(page.as_bytes(), url);
     assert!(text.contains("rear seats fold flat"), "{text}");
     assert!(!text.contains("muddy field"), "{text}");
     let balanced = text_with_favor("balanced", page.as_bytes(), url);
