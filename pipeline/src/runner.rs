@@ -520,8 +520,13 @@ pub fn process_planned(
     let pool = pool(opts.threads)?;
     let total_bytes = todo.iter().map(|p| p.meta.size).sum();
     let progress = Progress::start(step_name, todo.len() as u64, total_bytes, opts.progress);
+    // One input per job: rayon otherwise hands each thread a run of neighbouring inputs
+    // that no other thread can take from, and sorted inputs cluster their work (after
+    // deduplication the first copy of a crawl holds every kept document): one thread
+    // then worked through all of it while the other waited.
     let results: Vec<Result<Stats>> = pool.install(|| {
         todo.par_iter()
+            .with_max_len(1)
             .map(|p| {
                 let stats = process(p, &progress)?;
                 progress.file_done(p.meta.size);
@@ -848,6 +853,7 @@ pub fn run_units(
     let progress = Progress::start(step_name, todo.len() as u64, total_bytes, opts.progress);
     let results: Vec<Result<Stats>> = pool.install(|| {
         todo.par_iter()
+            .with_max_len(1) // one unit per job, as in process_planned
             .map(|unit| {
                 let start = Instant::now();
                 let marker_loc = begin_input(storage, &opts.output, &unit.name)?;

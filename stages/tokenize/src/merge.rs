@@ -163,6 +163,7 @@ pub fn scatter(storage: &Storage, opts: &RunOptions, config: &MergeConfig) -> Re
     let results: Vec<Result<Stats>> = pool(opts.threads)?.install(|| {
         plan.todo
             .par_iter()
+            .with_max_len(1)
             .map(|p| {
                 let start = std::time::Instant::now();
                 let marker_loc = begin_input(storage, &scatter_root, &p.stem)?;
