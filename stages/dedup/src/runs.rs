@@ -318,8 +318,20 @@ pub struct SectionReader {
     chunk: u64,
     buf: Bytes,
     pos: usize,
-    pending: Option<JoinHandle<Result<Bytes>>>,
+    pending: Option<Fetch>,
 }
+
+/// A read in flight on its own thread, or one already done.
+#[derive(Debug)]
+enum Fetch {
+    Thread(JoinHandle<Result<Bytes>>),
+    Done(Result<Bytes>),
+}
+
+/// Local reads shorter than this are done in place: starting a thread costs more than
+/// the read (a merge of many small sections started one per section and input; on two
+/// threads the stacks' mappings cost more system time than the merge's work).
+const LOCAL_READ_IN_PLACE: u64 = 1 << 20;
 
 impl SectionReader {
     /// Reads entries `[fences[slots.start], fences[slots.end])` of `section`, fetching
@@ -361,21 +373,26 @@ impl SectionReader {
         let len = self.chunk.min(self.end - self.next_offset);
         let (storage, loc, offset) = (self.storage.clone(), self.loc.clone(), self.next_offset);
         self.next_offset += len;
-        self.pending = Some(std::thread::spawn(move || {
-            storage.read_range(&loc, offset, len)
-        }));
+        self.pending = Some(if !loc.is_s3() && len < LOCAL_READ_IN_PLACE {
+            Fetch::Done(storage.read_range(&loc, offset, len))
+        } else {
+            Fetch::Thread(std::thread::spawn(move || {
+                storage.read_range(&loc, offset, len)
+            }))
+        });
     }
 
     /// The next entry, or `None` at the end of the range.
     pub fn next_entry(&mut self) -> Result<Option<Entry>> {
         let w = self.layout.width();
         if self.pos + w > self.buf.len() {
-            let Some(handle) = self.pending.take() else {
-                return Ok(None);
+            self.buf = match self.pending.take() {
+                None => return Ok(None),
+                Some(Fetch::Done(read)) => read?,
+                Some(Fetch::Thread(handle)) => handle.join().map_err(|_| {
+                    Error::Usage(format!("reader thread of {} panicked", self.loc))
+                })??,
             };
-            self.buf = handle
-                .join()
-                .map_err(|_| Error::Usage(format!("reader thread of {} panicked", self.loc)))??;
             self.pos = 0;
             self.fetch_next();
             if self.buf.len() < w {
