@@ -52,6 +52,7 @@ def main():
     ap.add_argument("documents", type=int)
     ap.add_argument("--per-file", type=int, default=100_000)
     ap.add_argument("--tasks", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="threads per task")
     ap.add_argument("--memory", type=int, default=256 << 20, help="clusters_memory_bytes")
     ap.add_argument("--work", default=".cache/bench-dedup-scale")
     ap.add_argument("--bin", default="target/release")
@@ -82,7 +83,7 @@ def main():
 
     def phase(name, input_, output, extra=()):
         cmds = [[mill, name, "--input", input_, "--output", output, "--config", config,
-                 "--tasks", str(a.tasks), "--task", str(t), "--threads", "1", *extra]
+                 "--tasks", str(a.tasks), "--task", str(t), "--threads", str(a.threads), *extra]
                 for t in range(a.tasks)]
         return timed(cmds)
 
@@ -101,7 +102,7 @@ def main():
     if check.returncode != 0:
         sys.exit(f"planted truth check failed:\n{check.stdout}{check.stderr}")
     truth = json.loads(check.stdout)
-    print(f"{n} documents in {n // a.per_file} inputs, {a.tasks} tasks at once (one thread each), "
+    print(f"{n} documents in {n // a.per_file} inputs, {a.tasks} tasks at once ({a.threads} threads each), "
           f"clusters_memory_bytes {a.memory >> 20} MiB")
     print(f"planted clusters found: {truth['clusters']} of {truth['planted_clusters']}, removed "
           f"{truth['removed']} of {truth['planted_removed']}, inputs differing from the truth: "
@@ -114,7 +115,8 @@ def main():
         print(f"{name:<10} {w} {c} {r} {size / n:10.1f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"documents": n, "tasks": a.tasks, "memory": a.memory, "truth": truth,
+            json.dump({"documents": n, "tasks": a.tasks, "threads": a.threads, "memory": a.memory,
+                       "truth": truth,
                        "phases": [dict(zip(("phase", "wall_s", "cpu_s", "peak_rss", "bytes"), r))
                                   for r in rows]}, f, indent=1)
 
