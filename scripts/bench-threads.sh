@@ -4,7 +4,8 @@
 # real pages: the given WARC files, each cut into PARTS files (default 6) and the parts
 # linked COPIES times (default 4), so that every step has several inputs. Runs `mill
 # run` with --threads 1 on core 0, then --threads 2 on cores 0 and 1, one step at a time
-# (`--only`), and prints each step's wall seconds and speedup.
+# (`--only`), REPEAT times each (default 3, every repeat from scratch), and prints each
+# step's median wall seconds and speedup.
 # Usage: scripts/bench-threads.sh WARC... (e.g. the pages scripts/bench-chain.sh packs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,24 +64,30 @@ for threads in (1, 2):
     out = text.replace('output = "out/pipeline"', f'output = "{work}/run{threads}"')
     (work / f"pipeline{threads}.toml").write_text(out)
 EOF
-python3 - "$work" <<'EOF'
-import re, subprocess, sys, time
+python3 - "$work" "${REPEAT:-3}" <<'EOF'
+import re, shutil, statistics, subprocess, sys, time
 from pathlib import Path
-work = Path(sys.argv[1])
+work, repeat = Path(sys.argv[1]), int(sys.argv[2])
 steps = re.findall(r'^name = "([^"]+)"', (work / "pipeline1.toml").read_text(), re.M)
 times = {}
 for threads, cores in ((1, "0"), (2, "0,1")):
     for step in steps:
-        start = time.perf_counter()
-        subprocess.run(
-            ["taskset", "-c", cores, "target/release/mill", "run", str(work / f"pipeline{threads}.toml"),
-             "--only", step, "--threads", str(threads), "--log-format", "json"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times[(step, threads)] = time.perf_counter() - start
+        runs = []
+        for _ in range(repeat):
+            # A repeat redoes the step from scratch: the same inputs, the same outputs.
+            shutil.rmtree(work / f"run{threads}" / step, ignore_errors=True)
+            start = time.perf_counter()
+            subprocess.run(
+                ["taskset", "-c", cores, "target/release/mill", "run", str(work / f"pipeline{threads}.toml"),
+                 "--only", step, "--threads", str(threads), "--log-format", "json"],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            runs.append(time.perf_counter() - start)
+        times[(step, threads)] = statistics.median(runs)
 inputs = len(list((work / "input").iterdir()))
-print(f"{inputs} inputs; wall seconds of each step as its own `mill run --only` (process start and model loading included)")
+print(f"{inputs} inputs; wall seconds of each step as its own `mill run --only` (process start and model "
+      f"loading included), median of {repeat} runs")
 print(f"{'step':<14}{'1 thread s':>12}{'2 threads s':>13}{'speedup':>9}")
 for step in steps:
     a, b = times[(step, 1)], times[(step, 2)]
-    print(f"{step:<14}{a:>12.2f}{b:>13.2f}{a / b:>8.2f}x")
+    print(f"{step:<14}{a:>12.3f}{b:>13.3f}{a / b:>8.2f}x")
 EOF
