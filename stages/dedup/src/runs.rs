@@ -422,25 +422,35 @@ mod tests {
         Entry { key, rank: 0, row }
     }
 
+    /// 8-byte keys with rows, as the signatures' sections.
+    const KEYS_AND_ROWS: Layout = Layout {
+        key_bytes: 8,
+        rank: false,
+        row: true,
+    };
+
+    /// `n` spread keys, sorted, written as one section (row = position) of a run at
+    /// `loc` that stays open for more sections.
+    fn section_of_keys(storage: &Storage, loc: &Location, n: u64) -> (RunWriter, Vec<u128>) {
+        let mut keys: Vec<u128> = (0..n)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128) << 64)
+            .collect();
+        keys.sort();
+        let mut w = RunWriter::create(storage, loc, KEYS_AND_ROWS).expect("create");
+        w.section();
+        for (i, k) in keys.iter().enumerate() {
+            w.push(&entry(*k, i as u32)).expect("push");
+        }
+        (w, keys)
+    }
+
     #[test]
     fn round_trip_with_fences_and_ranges() {
         let dir = tempfile::tempdir().expect("tmp");
         let storage = Storage::new();
         let loc = Location::parse(&dir.path().join("a.run").to_string_lossy()).expect("loc");
-        let layout = Layout {
-            key_bytes: 8,
-            rank: false,
-            row: true,
-        };
-        let mut keys: Vec<u128> = (0..5000u64)
-            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128) << 64)
-            .collect();
-        keys.sort();
-        let mut w = RunWriter::create(&storage, &loc, layout).expect("create");
-        w.section();
-        for (i, k) in keys.iter().enumerate() {
-            w.push(&entry(*k, i as u32)).expect("push");
-        }
+        let layout = KEYS_AND_ROWS;
+        let (mut w, keys) = section_of_keys(&storage, &loc, 5000);
         w.section();
         w.push(&entry(5u128 << 64, 9)).expect("push");
         let size = w.finish(5000).expect("finish");
@@ -474,20 +484,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let storage = Storage::new();
         let loc = Location::parse(&dir.path().join("b.run").to_string_lossy()).expect("loc");
-        let layout = Layout {
-            key_bytes: 8,
-            rank: false,
-            row: true,
-        };
-        let mut keys: Vec<u128> = (0..100_000u64)
-            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128) << 64)
-            .collect();
-        keys.sort();
-        let mut w = RunWriter::create(&storage, &loc, layout).expect("create");
-        w.section();
-        for (i, k) in keys.iter().enumerate() {
-            w.push(&entry(*k, i as u32)).expect("push");
-        }
+        let layout = KEYS_AND_ROWS;
+        let (w, keys) = section_of_keys(&storage, &loc, 100_000);
         let size = w.finish(100_000).expect("finish");
         let h = read_header(&storage, &loc, size).expect("header");
         let bytes = h.sections[0].count * layout.width() as u64;
