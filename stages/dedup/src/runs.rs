@@ -371,11 +371,12 @@ impl SectionReader {
             return;
         }
         let len = self.chunk.min(self.end - self.next_offset);
-        let (storage, loc, offset) = (self.storage.clone(), self.loc.clone(), self.next_offset);
+        let offset = self.next_offset;
         self.next_offset += len;
-        self.pending = Some(if !loc.is_s3() && len < LOCAL_READ_IN_PLACE {
-            Fetch::Done(storage.read_range(&loc, offset, len))
+        self.pending = Some(if !self.loc.is_s3() && len < LOCAL_READ_IN_PLACE {
+            Fetch::Done(self.storage.read_range(&self.loc, offset, len))
         } else {
+            let (storage, loc) = (self.storage.clone(), self.loc.clone());
             Fetch::Thread(std::thread::spawn(move || {
                 storage.read_range(&loc, offset, len)
             }))
