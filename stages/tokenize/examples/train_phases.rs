@@ -1,17 +1,15 @@
-//! Where the `tokenizers` trainer spends its time: counting words (`feed`), everything
-//! before the first merge (a vocabulary of the specials and bytes only) and the whole
-//! training, each timed on its own on a pool of the given threads, with the pre-tokeniser
-//! and trainer settings of `tokenize::bpe::train`.
+//! Where BPE training spends its time, on a pool of the given threads: our trainer's
+//! phases (counting words; learning, before the first merge and in all) and the whole
+//! of it, then the `tokenizers` 0.22 trainer on the same texts, and whether the two
+//! `tokenizer.json` files are identical. The settings are `tokenize::TrainConfig`'s
+//! defaults with the given vocabulary size.
 //!
 //! Usage: `train_phases DOCS.jsonl THREADS VOCAB_SIZE`, one JSON string (a document's
 //! text) per line.
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::{AddedToken, PreTokenizer, PreTokenizerWrapper, SplitDelimiterBehavior, Trainer};
+use tokenize::trainer::{LearnConfig, count_words, learn};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -30,56 +28,55 @@ fn main() {
         .num_threads(threads)
         .build()
         .expect("starting the pool");
+    let config = tokenize::TrainConfig {
+        vocab_size: vocab,
+        ..Default::default()
+    };
     pool.install(|| {
-        let split = Split::new(
-            SplitPattern::Regex(tokenize::bpe::O200K_PATTERN.to_string()),
-            SplitDelimiterBehavior::Isolated,
-            false,
-        )
-        .expect("compiling the o200k pattern");
-        let pre = PreTokenizerWrapper::Sequence(Sequence::new(vec![
-            PreTokenizerWrapper::Split(split),
-            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
-        ]));
-        let specials = tokenize::TrainConfig::default().special_tokens;
-        // The bytes and the specials only: the trainer stops before its first merge.
-        for v in [256 + specials.len(), vocab] {
-            let mut trainer = BpeTrainerBuilder::new()
-                .vocab_size(v)
-                .min_frequency(2)
-                .special_tokens(
-                    specials
-                        .iter()
-                        .map(|t| AddedToken::from(t.clone(), true))
-                        .collect(),
-                )
-                .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
-                .show_progress(false)
-                .build();
-            let t0 = Instant::now();
-            trainer
-                .feed(texts.iter(), |s| {
-                    let mut p = tokenizers::PreTokenizedString::from(s);
-                    pre.pre_tokenize(&mut p)?;
-                    Ok(p.get_splits(
-                        tokenizers::OffsetReferential::Original,
-                        tokenizers::OffsetType::Byte,
-                    )
-                    .into_iter()
-                    .map(|(s, _, _)| s.to_owned())
-                    .collect())
-                })
-                .expect("feeding the trainer");
-            let t1 = Instant::now();
-            let mut bpe = BPE::default();
-            trainer.train(&mut bpe).expect("training");
-            let t2 = Instant::now();
-            println!(
-                "threads {threads}, vocab_size {v}: feed {:.3} s, train {:.3} s, vocabulary {}",
-                (t1 - t0).as_secs_f64(),
-                (t2 - t1).as_secs_f64(),
-                bpe.get_vocab().len()
-            );
+        let t0 = Instant::now();
+        let words = count_words(texts.iter().cloned()).expect("counting words");
+        let t1 = Instant::now();
+        // The bytes and the specials only: stops before its first merge.
+        let floor = 256 + config.special_tokens.len();
+        let mut sizes = LearnConfig {
+            vocab_size: floor,
+            min_frequency: config.min_frequency,
+            special_tokens: &config.special_tokens,
+            max_token_length: config.max_token_length,
+        };
+        learn(&words, &sizes);
+        let t2 = Instant::now();
+        sizes.vocab_size = vocab;
+        let learned = learn(&words, &sizes);
+        let t3 = Instant::now();
+        println!(
+            "threads {threads}, vocab_size {vocab}, {} words: count {:.3} s, before the first merge {:.3} s, learn {:.3} s, {} merges",
+            words.len(),
+            (t1 - t0).as_secs_f64(),
+            (t2 - t1).as_secs_f64(),
+            (t3 - t2).as_secs_f64(),
+            learned.merges.len()
+        );
+        let failed = Arc::new(Mutex::new(None));
+        let t0 = Instant::now();
+        let ours = tokenize::bpe::train(&config, texts.iter().cloned(), &failed).expect("ours");
+        let t1 = Instant::now();
+        let reference = tokenize::bpe::train_reference(&config, texts.iter().cloned(), &failed)
+            .expect("reference");
+        let t2 = Instant::now();
+        println!(
+            "whole training: ours {:.3} s, tokenizers 0.22 {:.3} s; tokenizer.json {}",
+            (t1 - t0).as_secs_f64(),
+            (t2 - t1).as_secs_f64(),
+            if ours.json == reference.json {
+                "identical"
+            } else {
+                "DIFFERENT"
+            }
+        );
+        if ours.json != reference.json {
+            std::fs::write("ours.json", &ours.json).expect("writing ours.json");
+            std::fs::write("reference.json", &reference.json).expect("writing reference.json");
         }
     });
 }

@@ -1,5 +1,6 @@
-//! The tokenizer: a byte-level BPE trained with HuggingFace `tokenizers` (0.22, the
-//! release that trains and saves), and the encoder that turns text into ids.
+//! The tokenizer: a byte-level BPE trained as HuggingFace `tokenizers` 0.22 trains it
+//! (by our parallel trainer, [`crate::trainer`], held to the 0.22 trainer byte for byte)
+//! and saved by 0.22, and the encoder that turns text into ids.
 //!
 //! Pre-tokenisation is the o200k split (GPT-4o, also Llama 4 and gpt-oss): letter runs
 //! with case-aware boundaries and an optional leading non-letter (so ` the`, `(foo`
@@ -18,7 +19,7 @@
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+use tokenizers::models::bpe::{BPE, BpeTrainerBuilder, Vocab};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
@@ -28,6 +29,8 @@ use tokenizers::{
 };
 
 use pipeline::{Error, Result};
+
+use crate::trainer;
 
 /// The o200k pre-tokenisation pattern, exactly as GPT-4o's `tokenizer.json` spells it
 /// (the fast encoder recognises this spelling and runs a compiled grammar for it).
@@ -134,7 +137,39 @@ pub struct Trained {
     pub vocab_size: usize,
 }
 
-/// Trains on `texts`. The iterator may stop early by storing an error in `failed`.
+fn stopped_early(failed: &Arc<Mutex<Option<Error>>>) -> Result<()> {
+    match failed
+        .lock()
+        .map_err(|_| Error::Usage("reader poisoned".into()))?
+        .take()
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn special_tokens(config: &TrainConfig) -> Vec<AddedToken> {
+    config
+        .special_tokens
+        .iter()
+        .map(|t| AddedToken::from(t.clone(), true))
+        .collect()
+}
+
+/// The `tokenizer.json` of a trained tokenizer.
+fn trained(tok: &Trainable) -> Result<Trained> {
+    let json = tok
+        .to_string(true)
+        .map_err(tk_err("serialising tokenizer.json"))?;
+    Ok(Trained {
+        vocab_size: tok.get_vocab_size(true),
+        json,
+    })
+}
+
+/// Trains on `texts` with our trainer ([`crate::trainer`]): the tokenizer
+/// [`train_reference`] makes, on every thread of the pool. The iterator may stop early
+/// by storing an error in `failed`.
 pub fn train<I>(
     config: &TrainConfig,
     texts: I,
@@ -144,15 +179,59 @@ where
     I: Iterator<Item = String> + Send,
 {
     config.validate()?;
-    let specials: Vec<AddedToken> = config
-        .special_tokens
+    let words = trainer::count_words(texts)?;
+    stopped_early(failed)?;
+    let learned = trainer::learn(
+        &words,
+        &trainer::LearnConfig {
+            vocab_size: config.vocab_size,
+            min_frequency: config.min_frequency,
+            special_tokens: &config.special_tokens,
+            max_token_length: config.max_token_length,
+        },
+    );
+    drop(words);
+    let merges: Vec<(String, String)> = learned
+        .merges
         .iter()
-        .map(|t| AddedToken::from(t.clone(), true))
+        .map(|&(a, b)| {
+            (
+                learned.tokens[a as usize].clone(),
+                learned.tokens[b as usize].clone(),
+            )
+        })
         .collect();
+    let vocab: Vocab = learned
+        .tokens
+        .into_iter()
+        .enumerate()
+        .map(|(id, token)| (token, id as u32))
+        .collect();
+    let model = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(tk_err("building the trained BPE"))?;
+    let mut tok = untrained()?;
+    tok.with_model(ModelWrapper::BPE(model));
+    tok.add_special_tokens(&special_tokens(config));
+    trained(&tok)
+}
+
+/// Trains on `texts` with the `tokenizers` 0.22 trainer, the reference [`train`] is
+/// held to. The iterator may stop early by storing an error in `failed`.
+pub fn train_reference<I>(
+    config: &TrainConfig,
+    texts: I,
+    failed: &Arc<Mutex<Option<Error>>>,
+) -> Result<Trained>
+where
+    I: Iterator<Item = String> + Send,
+{
+    config.validate()?;
     let trainer = BpeTrainerBuilder::new()
         .vocab_size(config.vocab_size)
         .min_frequency(config.min_frequency)
-        .special_tokens(specials)
+        .special_tokens(special_tokens(config))
         .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
         .max_token_length(config.max_token_length)
         .show_progress(false)
@@ -160,21 +239,9 @@ where
     let mut tok = untrained()?;
     let mut trainer = tokenizers::models::TrainerWrapper::BpeTrainer(trainer);
     let result = tok.train(&mut trainer, texts);
-    if let Some(e) = failed
-        .lock()
-        .map_err(|_| Error::Usage("reader poisoned".into()))?
-        .take()
-    {
-        return Err(e);
-    }
+    stopped_early(failed)?;
     result.map_err(tk_err("training the BPE"))?;
-    let json = tok
-        .to_string(true)
-        .map_err(tk_err("serialising tokenizer.json"))?;
-    Ok(Trained {
-        vocab_size: tok.get_vocab_size(true),
-        json,
-    })
+    trained(&tok)
 }
 
 /// Which implementation encodes.

@@ -20,6 +20,7 @@
 
 pub mod bpe;
 pub mod merge;
+pub mod trainer;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -172,6 +172,73 @@ fn golden_training_and_shards() {
     pipeline::testing::golden(&root().join("fixtures/expected/tokenize.txt"), &got);
 }
 
+/// The fixture texts and texts that stress the merge rules: runs of one letter (a
+/// pair overlapping itself), a special token's spelling, CRLF, long digit runs,
+/// emoji and combining marks, scripts without spaces.
+fn training_texts() -> Vec<String> {
+    let mut texts = fixture_texts();
+    for n in [2, 3, 4, 5, 7, 8, 9, 16, 17] {
+        texts.push(format!("{} {}!", "a".repeat(n), "ab".repeat(n)));
+        texts.push(format!("{}\r\n{}", "=".repeat(n), "0".repeat(n * 3)));
+    }
+    texts.push("<|endoftext|> in a text is text. <|padding|><|padding|>".into());
+    texts.push("👍🏽👍🏽 Ça s'écrit e\u{301}; ნათელი; 東京都の天気は晴れ; ภาษาไทยไม่มีช่องว่าง".into());
+    texts.push("\t\t  \u{a0}\u{2003}x\u{200b}y\u{feff}z \u{7f}\u{0}".into());
+    texts
+}
+
+fn train_both(config: &TrainConfig, threads: usize) -> (String, String) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
+    let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+    pool.install(|| {
+        let ours = tokenize::bpe::train(config, training_texts().into_iter(), &failed)
+            .expect("our trainer");
+        let reference =
+            tokenize::bpe::train_reference(config, training_texts().into_iter(), &failed)
+                .expect("tokenizers 0.22");
+        (ours.json, reference.json)
+    })
+}
+
+#[test]
+fn our_trainer_writes_the_tokenizer_json_of_tokenizers_0_22() {
+    let configs = [
+        small_train(),
+        // Runs out of pairs seen twice before reaching the size.
+        TrainConfig {
+            vocab_size: 100_000,
+            ..TrainConfig::default()
+        },
+        TrainConfig {
+            vocab_size: 900,
+            min_frequency: 5,
+            max_token_length: Some(4),
+            special_tokens: vec!["<|endoftext|>".into(), "ab".into(), "<|endoftext|>".into()],
+            ..TrainConfig::default()
+        },
+    ];
+    let mut first = None;
+    for config in &configs {
+        for threads in [1, 3] {
+            let (ours, reference) = train_both(config, threads);
+            assert!(
+                ours == reference,
+                "{config:?} on {threads} threads: our tokenizer.json differs from 0.22's"
+            );
+            first.get_or_insert(ours);
+        }
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&first.expect("trained")).expect("tokenizer.json");
+    assert_eq!(
+        json["model"]["vocab"].as_object().map(|v| v.len()),
+        Some(1200)
+    );
+}
+
 #[test]
 fn a_vocabulary_too_small_for_the_bytes_is_refused() {
     let out = tempfile::tempdir().expect("tempdir");
