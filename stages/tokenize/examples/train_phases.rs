@@ -4,8 +4,8 @@
 //! `tokenizer.json` files are identical. The settings are `tokenize::TrainConfig`'s
 //! defaults with the given vocabulary size.
 //!
-//! Usage: `train_phases DOCS.jsonl THREADS VOCAB_SIZE`, one JSON string (a document's
-//! text) per line.
+//! Usage: `train_phases DOCS.jsonl THREADS VOCAB_SIZE [ours]`, one JSON string (a
+//! document's text) per line; `ours` leaves out the 0.22 trainer.
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,9 +14,10 @@ use tokenize::trainer::{LearnConfig, count_words, learn};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     assert!(
-        args.len() == 4,
-        "usage: train_phases DOCS.jsonl THREADS VOCAB_SIZE"
+        args.len() == 4 || args.len() == 5 && args[4] == "ours",
+        "usage: train_phases DOCS.jsonl THREADS VOCAB_SIZE [ours]"
     );
+    let with_reference = args.len() == 4;
     let threads: usize = args[2].parse().expect("THREADS");
     let vocab: usize = args[3].parse().expect("VOCAB_SIZE");
     let texts: Vec<String> = std::fs::read_to_string(&args[1])
@@ -57,6 +58,9 @@ fn main() {
             (t3 - t2).as_secs_f64(),
             learned.merges.len()
         );
+        if !with_reference {
+            return;
+        }
         let failed = Arc::new(Mutex::new(None));
         let t0 = Instant::now();
         let ours = tokenize::bpe::train(&config, texts.iter().cloned(), &failed).expect("ours");

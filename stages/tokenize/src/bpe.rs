@@ -36,6 +36,71 @@ use crate::trainer;
 /// (the fast encoder recognises this spelling and runs a compiled grammar for it).
 pub const O200K_PATTERN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Code points that the `tokenizers` 1.0 grammar and the 0.22 regex split differently
+/// under [`O200K_PATTERN`], as inclusive ranges: letters of Unicode 16 and 17 that the
+/// 0.22 regex engine (Oniguruma) does not know yet (CJK extension J, Tulu-Tigalari,
+/// Garay, …), and `ſ`, which the 0.22 regex takes as the `s` of `'s`. The test
+/// `splits_differ_exactly_on_these_code_points` splits every code point in several
+/// contexts with both and fails when this list is not exactly where they differ.
+pub const SPLIT_DIFFERS: [(u32, u32); 28] = [
+    (0x017F, 0x017F),
+    (0x088F, 0x088F),
+    (0x0C5C, 0x0C5C),
+    (0x0CDC, 0x0CDC),
+    (0x1ACF, 0x1ADD),
+    (0x1AE0, 0x1AEB),
+    (0xA7CE, 0xA7CF),
+    (0xA7D2, 0xA7D2),
+    (0xA7D4, 0xA7D4),
+    (0xA7F1, 0xA7F1),
+    (0x10940, 0x10959),
+    (0x10EC5, 0x10EC7),
+    (0x10EFA, 0x10EFB),
+    (0x11B60, 0x11B67),
+    (0x11DB0, 0x11DDB),
+    (0x11DE0, 0x11DE9),
+    (0x16EA0, 0x16EB8),
+    (0x16EBB, 0x16ED3),
+    (0x16FF2, 0x16FF6),
+    (0x187F8, 0x187FF),
+    (0x18D09, 0x18D1E),
+    (0x18D80, 0x18DF2),
+    (0x1E6C0, 0x1E6DE),
+    (0x1E6E0, 0x1E6F5),
+    (0x1E6FE, 0x1E6FF),
+    (0x2B73A, 0x2B73F),
+    (0x2CEA2, 0x2CEAD),
+    (0x323B0, 0x33479),
+];
+
+/// Whether `text` holds a code point of [`SPLIT_DIFFERS`]: such texts are split by
+/// the 0.22 regex, in training and in encoding, so that the tokenizer and its ids stay
+/// those of `tokenizers` 0.22 and Python.
+pub fn splits_differ(text: &str) -> bool {
+    if text.is_ascii() {
+        return false;
+    }
+    let first = SPLIT_DIFFERS[0].0;
+    text.chars().any(|c| {
+        let c = c as u32;
+        if c < first {
+            return false;
+        }
+        let at = SPLIT_DIFFERS.partition_point(|&(_, hi)| hi < c);
+        at < SPLIT_DIFFERS.len() && SPLIT_DIFFERS[at].0 <= c
+    })
+}
+
+/// The o200k split of the 0.22 regex.
+pub(crate) fn reference_split() -> Result<Split> {
+    Split::new(
+        SplitPattern::Regex(O200K_PATTERN.to_string()),
+        SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .map_err(tk_err("compiling the o200k pattern"))
+}
+
 /// The end-of-document token placed after every document.
 pub const END_OF_DOCUMENT: &str = "<|endoftext|>";
 
@@ -112,12 +177,7 @@ fn tk_err(what: &str) -> impl Fn(tokenizers::Error) -> Error + '_ {
 
 /// An untrained tokenizer with our pre-tokeniser and decoder.
 fn untrained() -> Result<Trainable> {
-    let split = Split::new(
-        SplitPattern::Regex(O200K_PATTERN.to_string()),
-        SplitDelimiterBehavior::Isolated,
-        false,
-    )
-    .map_err(tk_err("compiling the o200k pattern"))?;
+    let split = reference_split()?;
     let pre = Sequence::new(vec![
         PreTokenizerWrapper::Split(split),
         PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
@@ -317,9 +377,10 @@ impl Encoder {
 
     /// Appends the ids of `text` to `out`. A special token's spelling inside a
     /// document is encoded as text, never as the special token.
+    /// A text holding a code point of [`SPLIT_DIFFERS`] is encoded by 0.22.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
         match &self.fast {
-            Some(tok) => {
+            Some(tok) if !splits_differ(text) => {
                 let options = tokenizers_fast::pipeline::EncodeOptions {
                     add_special_tokens: false,
                     encode_special_tokens: true,
@@ -331,7 +392,7 @@ impl Encoder {
                 out.extend_from_slice(tokenizers_fast::pipeline::PipelineToken::cast_slice(&ids));
                 Ok(())
             }
-            None => {
+            _ => {
                 let enc = self
                     .reference
                     .encode(text, false)
@@ -355,5 +416,98 @@ impl Encoder {
     /// Entries in the vocabulary, special tokens included.
     pub fn vocab_size(&self) -> usize {
         self.reference.get_vocab_size(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rayon::prelude::*;
+    use tokenizers::PreTokenizer as _;
+    use tokenizers_fast::pipeline::{PreTokenizer as _, PreTokenizerScratch};
+
+    /// Where the 0.22 regex cuts `text`, as byte ranges.
+    fn reference_cuts(split: &Split, text: &str) -> Vec<(usize, usize)> {
+        let mut pre = tokenizers::PreTokenizedString::from(text);
+        split.pre_tokenize(&mut pre).expect("0.22 split");
+        pre.get_splits(
+            tokenizers::OffsetReferential::Original,
+            tokenizers::OffsetType::Byte,
+        )
+        .into_iter()
+        .map(|(_, cut, _)| cut)
+        .collect()
+    }
+
+    #[test]
+    fn splits_differ_exactly_on_these_code_points() {
+        let reference = reference_split().expect("0.22 split");
+        let fast = tokenizers_fast::pre_tokenizers::split::Split::native(
+            tokenizers_fast::pre_tokenizers::split::SplitPattern::Regex(O200K_PATTERN.into()),
+            tokenizers_fast::SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .expect("1.0 split");
+        // Each code point between letters of each case, digits, punctuation, spaces,
+        // newlines, an apostrophe, a combining mark and itself.
+        let contexts = [
+            "a{}a",
+            "A{}A",
+            "A{}a",
+            "a{}A",
+            " {}a",
+            " {}A",
+            "1{}1",
+            "{}{}{}{}",
+            ".{}.",
+            "\n{}\n",
+            " {} ",
+            "a'{}",
+            "a'{}a",
+            "{}'s",
+            "{}\t",
+            "x{}1",
+            "(a{}",
+            " {}{}.",
+            "ab{}cd",
+            "AB{}CD",
+            "\u{301}{}",
+            "{}\u{301}",
+            "{}  x",
+            "{}\r\n",
+        ];
+        let differ: Vec<u32> = (0u32..=0x10FFFF)
+            .into_par_iter()
+            .filter_map(char::from_u32)
+            .map_init(
+                || (PreTokenizerScratch::default(), Vec::new()),
+                |(scratch, spans), c| {
+                    let one = c.to_string();
+                    let differs = contexts.iter().any(|context| {
+                        let text = context.replace("{}", &one);
+                        spans.clear();
+                        fast.pre_tokenize(&text, scratch, spans).expect("1.0 split");
+                        let cuts: Vec<(usize, usize)> = spans
+                            .iter()
+                            .map(|s| (s.start as usize, s.end as usize))
+                            .collect();
+                        cuts != reference_cuts(&reference, &text)
+                    });
+                    (c as u32, differs)
+                },
+            )
+            .filter(|&(_, differs)| differs)
+            .map(|(c, _)| c)
+            .collect();
+        let listed: Vec<u32> = SPLIT_DIFFERS.iter().flat_map(|&(a, b)| a..=b).collect();
+        assert_eq!(
+            differ, listed,
+            "SPLIT_DIFFERS is not where the two splits differ"
+        );
+        for c in listed.iter().filter_map(|&c| char::from_u32(c)) {
+            assert!(splits_differ(&format!("a {c} b")), "{:#x}", c as u32);
+        }
+        assert!(!splits_differ("plain ascii: it's"));
+        assert!(!splits_differ("Ça s'écrit; 東京; \u{17e}\u{180}"));
     }
 }

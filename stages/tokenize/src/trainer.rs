@@ -6,8 +6,9 @@
 //! Three phases:
 //!
 //! 1. [`count_words`]: every text is cut into pre-tokens by the compiled o200k grammar
-//!    of the `tokenizers` 1.0 encoder (the same cuts as the 0.22 regex; the encoder
-//!    tests prove the two agree) and each distinct pre-token is counted. Each thread
+//!    of the `tokenizers` 1.0 encoder (the cuts of the 0.22 regex, except around the
+//!    code points of [`crate::bpe::SPLIT_DIFFERS`]: a text holding one is cut by the
+//!    0.22 regex) and each distinct pre-token is counted. Each thread
 //!    counts into its own tables, split by hash into [`PARTS`] parts that are then summed
 //!    part by part in parallel. Each thread takes the next batch of texts from the reader
 //!    as it finishes one.
@@ -33,7 +34,9 @@ use tokenizers_fast::pre_tokenizers::split::{Split, SplitPattern};
 
 use pipeline::{Error, Result};
 
-use crate::bpe::O200K_PATTERN;
+use tokenizers::PreTokenizer as _;
+
+use crate::bpe::{O200K_PATTERN, reference_split, splits_differ};
 
 type Map<K, V> = HashMap<K, V, FixedState>;
 
@@ -46,6 +49,13 @@ const PARALLEL_WORDS: usize = 4096;
 
 /// A pre-token (its UTF-8 bytes) and how often it occurs in the sample.
 pub type WordCount = (Box<[u8]>, u64);
+
+/// The o200k split: the 1.0 encoder's compiled grammar, and the 0.22 regex for the
+/// texts the two split differently ([`splits_differ`]).
+struct Splits {
+    fast: Split,
+    reference: tokenizers::pre_tokenizers::split::Split,
+}
 
 /// The o200k split through the 1.0 encoder's compiled grammar.
 fn o200k_split() -> Result<Split> {
@@ -79,11 +89,29 @@ impl Counter {
         }
     }
 
-    fn count(&mut self, split: &Split, text: &str, part_of: &FixedState) -> Result<()> {
+    fn count(&mut self, splits: &Splits, text: &str, part_of: &FixedState) -> Result<()> {
         self.spans.clear();
-        split
-            .pre_tokenize(text, &mut self.scratch, &mut self.spans)
-            .map_err(|e| Error::Usage(format!("pre-tokenising a document: {e}")))?;
+        let failed = |e| Error::Usage(format!("pre-tokenising a document: {e}"));
+        if splits_differ(text) {
+            let mut pre = tokenizers::PreTokenizedString::from(text);
+            splits.reference.pre_tokenize(&mut pre).map_err(failed)?;
+            self.spans.extend(
+                pre.get_splits(
+                    tokenizers::OffsetReferential::Original,
+                    tokenizers::OffsetType::Byte,
+                )
+                .into_iter()
+                .map(|(_, (start, end), _)| Span {
+                    start: start as u32,
+                    end: end as u32,
+                }),
+            );
+        } else {
+            splits
+                .fast
+                .pre_tokenize(text, &mut self.scratch, &mut self.spans)
+                .map_err(failed)?;
+        }
         let bytes = text.as_bytes();
         for span in &self.spans {
             let word = &bytes[span.start as usize..span.end as usize];
@@ -133,7 +161,10 @@ pub fn count_words<I>(texts: I) -> Result<Vec<WordCount>>
 where
     I: Iterator<Item = String> + Send,
 {
-    let split = o200k_split()?;
+    let splits = Splits {
+        fast: o200k_split()?,
+        reference: reference_split()?,
+    };
     let part_of = FixedState::with_seed(0x746f_6b65_6e6d_696c);
     let counters: Vec<Mutex<Counter>> = (0..rayon::current_num_threads().max(1))
         .map(|_| Mutex::new(Counter::new()))
@@ -147,7 +178,7 @@ where
             .map_err(|_| Error::Usage("a word counter was poisoned".into()))?;
         batch
             .iter()
-            .try_for_each(|text| counter.count(&split, text, &part_of))
+            .try_for_each(|text| counter.count(&splits, text, &part_of))
     })?;
     let mut columns: Vec<Vec<Map<Box<[u8]>, u64>>> = (0..PARTS).map(|_| Vec::new()).collect();
     for counter in counters {

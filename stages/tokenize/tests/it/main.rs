@@ -184,6 +184,11 @@ fn training_texts() -> Vec<String> {
     texts.push("<|endoftext|> in a text is text. <|padding|><|padding|>".into());
     texts.push("👍🏽👍🏽 Ça s'écrit e\u{301}; ნათელი; 東京都の天気は晴れ; ภาษาไทยไม่มีช่องว่าง".into());
     texts.push("\t\t  \u{a0}\u{2003}x\u{200b}y\u{feff}z \u{7f}\u{0}".into());
+    // Code points the 1.0 grammar and the 0.22 regex split differently
+    // (tokenize::bpe::SPLIT_DIFFERS): a long s after an apostrophe, CJK extension J.
+    for _ in 0..3 {
+        texts.push("it'ſ here: \u{323b0}\u{323b1}ab \u{323b0}\u{323b1}ab".into());
+    }
     texts
 }
 
@@ -310,6 +315,34 @@ fn fast_and_reference_encoders_write_the_same_ids() {
     let a = shards(fast.path());
     assert!(!a.is_empty());
     assert_eq!(a, shards(reference.path()));
+}
+
+#[test]
+fn texts_the_two_splits_differ_on_get_the_reference_ids() {
+    // A vocabulary that learnt these texts as 0.22 splits them: `x'ſ` (the long s
+    // taken as the s of 's) and letters of Unicode 17 as one word with `ab`.
+    let texts = ["x'ſ y'ſ x'ſ", "\u{323b0}\u{323b1}ab \u{323b0}\u{323b1}ab"];
+    let config = TrainConfig {
+        vocab_size: 300,
+        ..TrainConfig::default()
+    };
+    let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let trained = tokenize::bpe::train(
+        &config,
+        texts.repeat(5).into_iter().map(String::from),
+        &failed,
+    )
+    .expect("train");
+    let fast = tokenize::Encoder::load(&trained.json, EncoderKind::Fast, "test").expect("fast");
+    let reference =
+        tokenize::Encoder::load(&trained.json, EncoderKind::Reference, "test").expect("0.22");
+    for text in texts {
+        assert!(tokenize::bpe::splits_differ(text), "{text}");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        fast.encode_into(text, &mut a).expect("fast");
+        reference.encode_into(text, &mut b).expect("reference");
+        assert_eq!(a, b, "{text}");
+    }
 }
 
 #[test]
