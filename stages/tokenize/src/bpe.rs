@@ -77,18 +77,22 @@ pub const SPLIT_DIFFERS: [(u32, u32); 28] = [
 /// the 0.22 regex, in training and in encoding, so that the tokenizer and its ids stay
 /// those of `tokenizers` 0.22 and Python.
 pub fn splits_differ(text: &str) -> bool {
-    if text.is_ascii() {
-        return false;
-    }
-    let first = SPLIT_DIFFERS[0].0;
-    text.chars().any(|c| {
-        let c = c as u32;
-        if c < first {
+    // U+017F, the first listed, and everything after it start with a byte of 0xC5 or
+    // more; such a byte always starts a character. Only those are decoded.
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(skip) = bytes[at..].iter().position(|&b| b >= 0xC5) {
+        let Some(c) = text[at + skip..].chars().next() else {
             return false;
+        };
+        let code = c as u32;
+        let i = SPLIT_DIFFERS.partition_point(|&(_, hi)| hi < code);
+        if i < SPLIT_DIFFERS.len() && SPLIT_DIFFERS[i].0 <= code {
+            return true;
         }
-        let at = SPLIT_DIFFERS.partition_point(|&(_, hi)| hi < c);
-        at < SPLIT_DIFFERS.len() && SPLIT_DIFFERS[at].0 <= c
-    })
+        at += skip + c.len_utf8();
+    }
+    false
 }
 
 /// The o200k split of the 0.22 regex.
