@@ -9,7 +9,7 @@
 //!    of the `tokenizers` 1.0 encoder (the cuts of the 0.22 regex, except around the
 //!    code points of [`crate::bpe::SPLIT_DIFFERS`]: a text holding one is cut by the
 //!    0.22 regex) and each distinct pre-token is counted. Each thread
-//!    counts into its own tables, split by hash into [`PARTS`] parts that are then summed
+//!    counts into its own tables, split by hash into 64 parts that are then summed
 //!    part by part in parallel. Each thread takes the next batch of texts from the reader
 //!    as it finishes one.
 //! 2. [`learn`], before the first merge: the specials, then the 256 byte symbols in
