@@ -85,6 +85,9 @@ pub struct GzMembers<R> {
     size: u32,
     /// Members decoded whole.
     pub members: u64,
+    /// A deflate error found by a read that also decoded bytes: those are returned
+    /// first, and the gap is reported by the next read.
+    pending: Option<String>,
 }
 
 impl<R: Read> GzMembers<R> {
@@ -104,6 +107,7 @@ impl<R: Read> GzMembers<R> {
             crc: crc32fast::Hasher::new(),
             size: 0,
             members: 0,
+            pending: None,
         }
     }
 
@@ -230,6 +234,9 @@ impl<R: Read> Read for GzMembers<R> {
         if out.is_empty() {
             return Ok(0);
         }
+        if let Some(detail) = self.pending.take() {
+            return Err(self.gap(detail)?);
+        }
         loop {
             match self.state {
                 State::Header => {
@@ -270,6 +277,13 @@ impl<R: Read> Read for GzMembers<R> {
                     match status {
                         Ok(Status::StreamEnd) => self.state = State::Trailer,
                         Ok(_) => {}
+                        // What the inflater wrote before it found the damage is good
+                        // data (one backend reports the error with it, another only on
+                        // the call after): the caller gets it before the gap.
+                        Err(e) if made > 0 => {
+                            self.pending = Some(format!("deflate: {e}"));
+                            return Ok(made);
+                        }
                         Err(e) => return Err(self.gap(format!("deflate: {e}"))?),
                     }
                     if made > 0 {
@@ -373,6 +387,36 @@ mod tests {
         assert_eq!(gaps, 2);
         assert_eq!(out[1], b"onetwo");
         assert_eq!(out[2], b"three");
+    }
+
+    #[test]
+    fn bytes_decoded_before_damage_come_before_the_gap() {
+        // A member of two stored deflate blocks whose second header is broken (LEN
+        // and NLEN disagree): the first block's bytes are good data, and one read has
+        // room for them and the damage, so the inflater finds both in one call.
+        let first = b"good bytes before the damage ".repeat(20);
+        let len = first.len() as u16;
+        let mut input = vec![0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff, 0x00];
+        input.extend(len.to_le_bytes());
+        input.extend((!len).to_le_bytes());
+        input.extend(&first);
+        input.extend([0x01, 5, 0, 5, 0]);
+        input.extend(b"lost!");
+        input.extend(member(b"next member"));
+        let mut r = GzMembers::new(&input[..]);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = Vec::new();
+        let gap = loop {
+            match r.read(&mut buf) {
+                Ok(0) => panic!("no gap reported"),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => break e,
+            }
+        };
+        assert!(Gap::from_io(&gap).is_some(), "{gap}");
+        assert_eq!(got, first);
+        let n = r.read(&mut buf).expect("the next member");
+        assert_eq!(&buf[..n], b"next member");
     }
 
     #[test]
