@@ -192,18 +192,17 @@ fn training_texts() -> Vec<String> {
     texts
 }
 
-fn train_both(config: &TrainConfig, threads: usize) -> (String, String) {
+fn train_both(config: &TrainConfig, threads: usize, texts: &[String]) -> (String, String) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .expect("pool");
     let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
     pool.install(|| {
-        let ours = tokenize::bpe::train(config, training_texts().into_iter(), &failed)
-            .expect("our trainer");
-        let reference =
-            tokenize::bpe::train_reference(config, training_texts().into_iter(), &failed)
-                .expect("tokenizers 0.22");
+        let ours =
+            tokenize::bpe::train(config, texts.iter().cloned(), &failed).expect("our trainer");
+        let reference = tokenize::bpe::train_reference(config, texts.iter().cloned(), &failed)
+            .expect("tokenizers 0.22");
         (ours.json, reference.json)
     })
 }
@@ -225,10 +224,11 @@ fn our_trainer_writes_the_tokenizer_json_of_tokenizers_0_22() {
             ..TrainConfig::default()
         },
     ];
+    let texts = training_texts();
     let mut first = None;
     for config in &configs {
         for threads in [1, 3] {
-            let (ours, reference) = train_both(config, threads);
+            let (ours, reference) = train_both(config, threads, &texts);
             assert!(
                 ours == reference,
                 "{config:?} on {threads} threads: our tokenizer.json differs from 0.22's"
@@ -242,6 +242,15 @@ fn our_trainer_writes_the_tokenizer_json_of_tokenizers_0_22() {
         json["model"]["vocab"].as_object().map(|v| v.len()),
         Some(1200)
     );
+    // No text at all, and one word: the specials and the bytes, then what one word
+    // can give.
+    for texts in [vec![], vec!["abab".to_string()]] {
+        let (ours, reference) = train_both(&small_train(), 2, &texts);
+        assert!(
+            ours == reference,
+            "{texts:?}: our tokenizer.json differs from 0.22's"
+        );
+    }
 }
 
 #[test]
