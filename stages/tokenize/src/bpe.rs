@@ -24,8 +24,8 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{
-    AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, PostProcessorWrapper,
-    PreTokenizerWrapper, SplitDelimiterBehavior, TokenizerImpl,
+    AddedToken, DecoderWrapper, ModelWrapper, NormalizerWrapper, OffsetReferential, OffsetType,
+    PostProcessorWrapper, PreTokenizer, PreTokenizerWrapper, SplitDelimiterBehavior, TokenizerImpl,
 };
 
 use pipeline::{Error, Result};
@@ -103,6 +103,35 @@ pub(crate) fn reference_split() -> Result<Split> {
         false,
     )
     .map_err(tk_err("compiling the o200k pattern"))
+}
+
+/// Where the 0.22 regex cuts `text`, as byte ranges.
+pub(crate) fn reference_cuts(split: &Split, text: &str) -> Result<Vec<(usize, usize)>> {
+    let mut pre = tokenizers::PreTokenizedString::from(text);
+    split
+        .pre_tokenize(&mut pre)
+        .map_err(tk_err("pre-tokenising a document"))?;
+    Ok(pre
+        .get_splits(OffsetReferential::Original, OffsetType::Byte)
+        .into_iter()
+        .map(|(_, cut, _)| cut)
+        .collect())
+}
+
+/// The o200k split through the 1.0 encoder's compiled grammar.
+pub(crate) fn fast_split() -> Result<tokenizers_fast::pre_tokenizers::split::Split> {
+    let split = tokenizers_fast::pre_tokenizers::split::Split::native(
+        tokenizers_fast::pre_tokenizers::split::SplitPattern::Regex(O200K_PATTERN.to_string()),
+        tokenizers_fast::SplitDelimiterBehavior::Isolated,
+        false,
+    )
+    .map_err(|e| Error::Usage(format!("building the o200k pre-tokeniser: {e}")))?;
+    if split.grammar().is_none() {
+        return Err(Error::Usage(
+            "the tokenizers 1.0 encoder has no compiled grammar for the o200k pattern".into(),
+        ));
+    }
+    Ok(split)
 }
 
 /// The end-of-document token placed after every document.
@@ -427,31 +456,12 @@ impl Encoder {
 mod tests {
     use super::*;
     use rayon::prelude::*;
-    use tokenizers::PreTokenizer as _;
     use tokenizers_fast::pipeline::{PreTokenizer as _, PreTokenizerScratch};
-
-    /// Where the 0.22 regex cuts `text`, as byte ranges.
-    fn reference_cuts(split: &Split, text: &str) -> Vec<(usize, usize)> {
-        let mut pre = tokenizers::PreTokenizedString::from(text);
-        split.pre_tokenize(&mut pre).expect("0.22 split");
-        pre.get_splits(
-            tokenizers::OffsetReferential::Original,
-            tokenizers::OffsetType::Byte,
-        )
-        .into_iter()
-        .map(|(_, cut, _)| cut)
-        .collect()
-    }
 
     #[test]
     fn splits_differ_exactly_on_these_code_points() {
         let reference = reference_split().expect("0.22 split");
-        let fast = tokenizers_fast::pre_tokenizers::split::Split::native(
-            tokenizers_fast::pre_tokenizers::split::SplitPattern::Regex(O200K_PATTERN.into()),
-            tokenizers_fast::SplitDelimiterBehavior::Isolated,
-            false,
-        )
-        .expect("1.0 split");
+        let fast = fast_split().expect("1.0 split");
         // Each code point between letters of each case, digits, punctuation, spaces,
         // newlines, an apostrophe, a combining mark and itself.
         let contexts = [
@@ -495,7 +505,7 @@ mod tests {
                             .iter()
                             .map(|s| (s.start as usize, s.end as usize))
                             .collect();
-                        cuts != reference_cuts(&reference, &text)
+                        cuts != reference_cuts(&reference, &text).expect("0.22 split")
                     });
                     (c as u32, differs)
                 },

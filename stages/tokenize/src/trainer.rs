@@ -30,13 +30,11 @@ use std::sync::Mutex;
 use foldhash::fast::FixedState;
 use rayon::prelude::*;
 use tokenizers_fast::pipeline::{PreTokenizer, PreTokenizerScratch, Span};
-use tokenizers_fast::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers_fast::pre_tokenizers::split::Split;
 
 use pipeline::{Error, Result};
 
-use tokenizers::PreTokenizer as _;
-
-use crate::bpe::{O200K_PATTERN, reference_split, splits_differ};
+use crate::bpe::{fast_split, reference_cuts, reference_split, splits_differ};
 
 type Map<K, V> = HashMap<K, V, FixedState>;
 
@@ -57,22 +55,6 @@ struct Splits {
     reference: tokenizers::pre_tokenizers::split::Split,
 }
 
-/// The o200k split through the 1.0 encoder's compiled grammar.
-fn o200k_split() -> Result<Split> {
-    let split = Split::native(
-        SplitPattern::Regex(O200K_PATTERN.to_string()),
-        tokenizers_fast::SplitDelimiterBehavior::Isolated,
-        false,
-    )
-    .map_err(|e| Error::Usage(format!("building the o200k pre-tokeniser: {e}")))?;
-    if split.grammar().is_none() {
-        return Err(Error::Usage(
-            "the tokenizers 1.0 encoder has no compiled grammar for the o200k pattern".into(),
-        ));
-    }
-    Ok(split)
-}
-
 /// One thread's counting state.
 struct Counter {
     scratch: PreTokenizerScratch,
@@ -91,26 +73,17 @@ impl Counter {
 
     fn count(&mut self, splits: &Splits, text: &str, part_of: &FixedState) -> Result<()> {
         self.spans.clear();
-        let failed = |e| Error::Usage(format!("pre-tokenising a document: {e}"));
         if splits_differ(text) {
-            let mut pre = tokenizers::PreTokenizedString::from(text);
-            splits.reference.pre_tokenize(&mut pre).map_err(failed)?;
-            self.spans.extend(
-                pre.get_splits(
-                    tokenizers::OffsetReferential::Original,
-                    tokenizers::OffsetType::Byte,
-                )
-                .into_iter()
-                .map(|(_, (start, end), _)| Span {
-                    start: start as u32,
-                    end: end as u32,
-                }),
-            );
+            let cuts = reference_cuts(&splits.reference, text)?;
+            self.spans.extend(cuts.into_iter().map(|(start, end)| Span {
+                start: start as u32,
+                end: end as u32,
+            }));
         } else {
             splits
                 .fast
                 .pre_tokenize(text, &mut self.scratch, &mut self.spans)
-                .map_err(failed)?;
+                .map_err(|e| Error::Usage(format!("pre-tokenising a document: {e}")))?;
         }
         let bytes = text.as_bytes();
         for span in &self.spans {
@@ -162,7 +135,7 @@ where
     I: Iterator<Item = String> + Send,
 {
     let splits = Splits {
-        fast: o200k_split()?,
+        fast: fast_split()?,
         reference: reference_split()?,
     };
     let part_of = FixedState::with_seed(0x746f_6b65_6e6d_696c);
@@ -297,10 +270,10 @@ fn merge_word(
     changes: &mut Vec<Change>,
 ) {
     let n = *len as usize;
+    let new_len = lens[a as usize] + lens[b as usize];
     let (mut read, mut write) = (0, 0);
     while read < n {
         if symbols[read] == a && read + 1 < n && symbols[read + 1] == b {
-            let new_len = lens[a as usize] + lens[b as usize];
             if write > 0 {
                 let before = symbols[write - 1];
                 changes.push((pack(before, a), -1, word));
@@ -518,7 +491,6 @@ pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
 
     let mut merges: Vec<(u32, u32)> = Vec::new();
     let mut made: Map<u64, Vec<u32>> = Map::default();
-    let mut made_order: Vec<u64> = Vec::new();
     while vocab.tokens.len() < config.vocab_size {
         let Some(mut top) = queue.pop() else {
             break;
@@ -543,23 +515,16 @@ pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
             let count = pair_counts.entry(pair).or_insert(0);
             *count = count.wrapping_add(delta.wrapping_mul(counts[w as usize] as i32));
             if delta > 0 {
-                match made.get_mut(&pair) {
-                    Some(listed) => {
-                        if listed.last() != Some(&w) {
-                            listed.push(w);
-                        }
-                    }
-                    None => {
-                        made.insert(pair, vec![w]);
-                        made_order.push(pair);
-                    }
+                // Words come in ascending order: a repeat is the last one.
+                let listed = made.entry(pair).or_default();
+                if listed.last() != Some(&w) {
+                    listed.push(w);
                 }
             }
         }
-        for pair in made_order.drain(..) {
-            let Some(listed) = made.remove(&pair) else {
-                continue;
-            };
+        // The drain order is fixed by the changes (fixed hash seeds), whatever the
+        // threads: it only orders entries of equal count and pair.
+        for (pair, listed) in made.drain() {
             let count = pair_counts.get(&pair).copied().unwrap_or(0);
             if count > 0 {
                 queue.push(Entry {
