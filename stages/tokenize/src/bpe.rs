@@ -272,8 +272,15 @@ where
     I: Iterator<Item = String> + Send,
 {
     config.validate()?;
+    let start = std::time::Instant::now();
     let words = trainer::count_words(texts)?;
     stopped_early(failed)?;
+    tracing::info!(
+        words = words.len(),
+        seconds = start.elapsed().as_secs_f64(),
+        "words counted"
+    );
+    let start = std::time::Instant::now();
     let learned = trainer::learn(
         &words,
         &trainer::LearnConfig {
@@ -284,6 +291,11 @@ where
         },
     );
     drop(words);
+    tracing::info!(
+        merges = learned.merges.len(),
+        seconds = start.elapsed().as_secs_f64(),
+        "merges learned"
+    );
     let merges: Vec<(String, String)> = learned
         .merges
         .iter()

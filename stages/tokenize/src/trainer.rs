@@ -28,6 +28,7 @@ use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use foldhash::fast::FixedState;
+use hashbrown::HashTable;
 use rayon::prelude::*;
 use tokenizers_fast::pipeline::{PreTokenizer, PreTokenizerScratch, Span};
 use tokenizers_fast::pre_tokenizers::split::Split;
@@ -59,7 +60,30 @@ struct Splits {
 struct Counter {
     scratch: PreTokenizerScratch,
     spans: Vec<Span>,
-    parts: Vec<Map<Box<[u8]>, u64>>,
+    parts: Vec<Counts>,
+}
+
+/// Distinct words and their counts, keyed by [`word_hash`] (computed once per word).
+type Counts = HashTable<WordCount>;
+
+/// The hash a word is counted under. Bits 32-37 pick its part: the tables use the low
+/// bits for the bucket and the top seven as a tag, so a part's words still spread.
+fn word_hash(word: &[u8]) -> u64 {
+    FixedState::default().hash_one(word)
+}
+
+fn part_of(hash: u64) -> usize {
+    (hash >> 32) as usize % PARTS
+}
+
+/// Adds `n` to `word`'s count in `table`.
+fn add_count(table: &mut Counts, hash: u64, word: &[u8], n: u64) {
+    match table.find_mut(hash, |(w, _)| **w == *word) {
+        Some((_, count)) => *count += n,
+        None => {
+            table.insert_unique(hash, (word.into(), n), |(w, _)| word_hash(w));
+        }
+    }
 }
 
 impl Counter {
@@ -67,11 +91,11 @@ impl Counter {
         Counter {
             scratch: PreTokenizerScratch::default(),
             spans: Vec::new(),
-            parts: (0..PARTS).map(|_| Map::default()).collect(),
+            parts: (0..PARTS).map(|_| Counts::new()).collect(),
         }
     }
 
-    fn count(&mut self, splits: &Splits, text: &str, part_of: &FixedState) -> Result<()> {
+    fn count(&mut self, splits: &Splits, text: &str) -> Result<()> {
         self.spans.clear();
         if splits_differ(text) {
             let cuts = reference_cuts(&splits.reference, text)?;
@@ -91,16 +115,8 @@ impl Counter {
             if word.is_empty() {
                 continue;
             }
-            // A seed of its own: the tables' hash would put every word of a part in
-            // the same few buckets.
-            let part = (part_of.hash_one(word) >> 58) as usize % PARTS;
-            let table = &mut self.parts[part];
-            match table.get_mut(word) {
-                Some(n) => *n += 1,
-                None => {
-                    table.insert(word.into(), 1);
-                }
-            }
+            let hash = word_hash(word);
+            add_count(&mut self.parts[part_of(hash)], hash, word, 1);
         }
         Ok(())
     }
@@ -138,7 +154,6 @@ where
         fast: fast_split()?,
         reference: reference_split()?,
     };
-    let part_of = FixedState::with_seed(0x746f_6b65_6e6d_696c);
     let counters: Vec<Mutex<Counter>> = (0..rayon::current_num_threads().max(1))
         .map(|_| Mutex::new(Counter::new()))
         .collect();
@@ -151,9 +166,9 @@ where
             .map_err(|_| Error::Usage("a word counter was poisoned".into()))?;
         batch
             .iter()
-            .try_for_each(|text| counter.count(&splits, text, &part_of))
+            .try_for_each(|text| counter.count(&splits, text))
     })?;
-    let mut columns: Vec<Vec<Map<Box<[u8]>, u64>>> = (0..PARTS).map(|_| Vec::new()).collect();
+    let mut columns: Vec<Vec<Counts>> = (0..PARTS).map(|_| Vec::new()).collect();
     for counter in counters {
         let counter = counter
             .into_inner()
@@ -170,7 +185,13 @@ where
             let mut sum = tables.next().unwrap_or_default();
             for table in tables {
                 for (word, n) in table {
-                    *sum.entry(word).or_insert(0) += n;
+                    let hash = word_hash(&word);
+                    match sum.find_mut(hash, |(w, _)| *w == word) {
+                        Some((_, count)) => *count += n,
+                        None => {
+                            sum.insert_unique(hash, (word, n), |(w, _)| word_hash(w));
+                        }
+                    }
                 }
             }
             let mut words: Vec<WordCount> = sum.into_iter().collect();
@@ -210,11 +231,13 @@ pub struct Learned {
     pub merges: Vec<(u32, u32)>,
 }
 
-/// A queued pair: its count when queued and the words it was queued for.
+/// A queued pair: its count when queued, and the slot of [`Queue::lists`] that holds
+/// the words it was queued for (kept out of the heap, whose entries move on every
+/// push and pop: 24 bytes an entry instead of 40).
 struct Entry {
     count: u64,
     pair: u64,
-    words: Vec<u32>,
+    slot: u32,
 }
 
 impl PartialEq for Entry {
@@ -234,6 +257,55 @@ impl Ord for Entry {
         self.count
             .cmp(&other.count)
             .then_with(|| other.pair.cmp(&self.pair))
+    }
+}
+
+/// The queue of pairs to merge, with the lists of words of its entries.
+struct Queue {
+    heap: BinaryHeap<Entry>,
+    lists: Vec<Vec<u32>>,
+    /// Slots of `lists` whose entry was merged, to be reused.
+    free: Vec<u32>,
+}
+
+impl Queue {
+    /// A queue of `(count, pair, words)`, ordered by the heap in one pass.
+    fn new(entries: Vec<(u64, u64, Vec<u32>)>) -> Queue {
+        let mut lists = Vec::with_capacity(entries.len());
+        let mut heap = Vec::with_capacity(entries.len());
+        for (count, pair, words) in entries {
+            heap.push(Entry {
+                count,
+                pair,
+                slot: lists.len() as u32,
+            });
+            lists.push(words);
+        }
+        Queue {
+            heap: BinaryHeap::from(heap),
+            lists,
+            free: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, count: u64, pair: u64, words: Vec<u32>) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.lists[slot as usize] = words;
+                slot
+            }
+            None => {
+                self.lists.push(words);
+                (self.lists.len() - 1) as u32
+            }
+        };
+        self.heap.push(Entry { count, pair, slot });
+    }
+
+    /// The words of a popped entry, its slot freed.
+    fn take_words(&mut self, entry: &Entry) -> Vec<u32> {
+        self.free.push(entry.slot);
+        std::mem::take(&mut self.lists[entry.slot as usize])
     }
 }
 
@@ -476,29 +548,25 @@ pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
     drop(seen);
     let mut pair_counts: Map<u64, i32> = Map::default();
     pair_counts.reserve(queued.len());
-    let mut queue: Vec<Entry> = Vec::with_capacity(queued.len());
+    let mut entries = Vec::with_capacity(queued.len());
     for (pair, count, listed) in queued {
         pair_counts.insert(pair, count);
         if count > 0 {
-            queue.push(Entry {
-                count: count as u64,
-                pair,
-                words: listed,
-            });
+            entries.push((count as u64, pair, listed));
         }
     }
-    let mut queue = BinaryHeap::from(queue);
+    let mut queue = Queue::new(entries);
 
     let mut merges: Vec<(u32, u32)> = Vec::new();
     let mut made: Map<u64, Vec<u32>> = Map::default();
     while vocab.tokens.len() < config.vocab_size {
-        let Some(mut top) = queue.pop() else {
+        let Some(mut top) = queue.heap.pop() else {
             break;
         };
         let now = pair_counts.get(&top.pair).copied().unwrap_or(0);
         if top.count != now as u64 {
             top.count = now as u64;
-            queue.push(top);
+            queue.heap.push(top);
             continue;
         }
         if top.count < 1 || config.min_frequency > top.count {
@@ -510,7 +578,8 @@ pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
             vocab.tokens[a as usize], vocab.tokens[b as usize]
         ));
         merges.push((a, b));
-        let changes = merge_words(&mut words, &top.words, (a, b, new), &vocab.lens, max_len);
+        let listed = queue.take_words(&top);
+        let changes = merge_words(&mut words, &listed, (a, b, new), &vocab.lens, max_len);
         for (pair, delta, w) in changes {
             let count = pair_counts.entry(pair).or_insert(0);
             *count = count.wrapping_add(delta.wrapping_mul(counts[w as usize] as i32));
@@ -527,11 +596,7 @@ pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
         for (pair, listed) in made.drain() {
             let count = pair_counts.get(&pair).copied().unwrap_or(0);
             if count > 0 {
-                queue.push(Entry {
-                    count: count as u64,
-                    pair,
-                    words: listed,
-                });
+                queue.push(count as u64, pair, listed);
             }
         }
     }
