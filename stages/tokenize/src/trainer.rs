@@ -76,9 +76,13 @@ fn part_of(hash: u64) -> usize {
     (hash >> 32) as usize % PARTS
 }
 
-/// Adds `n` to `word`'s count in `table`.
-fn add_count(table: &mut Counts, hash: u64, word: &[u8], n: u64) {
-    match table.find_mut(hash, |(w, _)| **w == *word) {
+/// Adds `n` to the count of `word` (hashed to `hash`) in `table`; a new word is kept
+/// as given when owned, copied when borrowed.
+fn add_count<W>(table: &mut Counts, hash: u64, word: W, n: u64)
+where
+    W: AsRef<[u8]> + Into<Box<[u8]>>,
+{
+    match table.find_mut(hash, |(w, _)| **w == *word.as_ref()) {
         Some((_, count)) => *count += n,
         None => {
             table.insert_unique(hash, (word.into(), n), |(w, _)| word_hash(w));
@@ -185,13 +189,7 @@ where
             let mut sum = tables.next().unwrap_or_default();
             for table in tables {
                 for (word, n) in table {
-                    let hash = word_hash(&word);
-                    match sum.find_mut(hash, |(w, _)| *w == word) {
-                        Some((_, count)) => *count += n,
-                        None => {
-                            sum.insert_unique(hash, (word, n), |(w, _)| word_hash(w));
-                        }
-                    }
+                    add_count(&mut sum, word_hash(&word), word, n);
                 }
             }
             let mut words: Vec<WordCount> = sum.into_iter().collect();
