@@ -271,9 +271,20 @@ pub fn train<I>(
 where
     I: Iterator<Item = String> + Send,
 {
+    train_from(config, &trainer::IterBatches::new(texts), failed)
+}
+
+/// [`train`] on texts the counting threads take in batches (the sample's reader
+/// decodes shards on those threads); the batches may stop early by storing an error in
+/// `failed`.
+pub fn train_from<B: trainer::TextBatches + ?Sized>(
+    config: &TrainConfig,
+    batches: &B,
+    failed: &Arc<Mutex<Option<Error>>>,
+) -> Result<Trained> {
     config.validate()?;
     let start = std::time::Instant::now();
-    let words = trainer::count_words(texts)?;
+    let words = trainer::count_batches(batches)?;
     stopped_early(failed)?;
     tracing::info!(
         words = words.len(),

@@ -23,8 +23,7 @@ pub mod merge;
 pub mod trainer;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -162,23 +161,16 @@ pub fn train(
     let start = Instant::now();
     let shards = sample_order(storage, input, config.seed)?;
     let failed: Arc<Mutex<Option<Error>>> = Arc::new(Mutex::new(None));
-    let docs = Arc::new(AtomicU64::new(0));
-    let bytes = Arc::new(AtomicU64::new(0));
-    let used: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
-    let texts = SampleTexts {
+    let sample = Sample::new(
         storage,
-        shards: shards.into(),
-        source: DocumentSource::default(),
-        current: None,
-        buffered: VecDeque::new(),
-        budget: config.sample_bytes,
-        failed: Arc::clone(&failed),
-        docs: Arc::clone(&docs),
-        bytes: Arc::clone(&bytes),
-        used: Arc::clone(&used),
-    };
+        shards,
+        config.sample_bytes,
+        rayon::current_num_threads(),
+        Arc::clone(&failed),
+    );
     tracing::info!(input = %input, sample_bytes = config.sample_bytes, vocab_size = config.vocab_size, "training");
-    let trained = bpe::train(config, texts, &failed)?;
+    let trained = bpe::train_from(config, &sample, &failed)?;
+    let taken = sample.taken();
     let tokenizer_loc = output.join("tokenizer.json");
     storage.remove_stale_temporaries(&tokenizer_loc)?;
     storage.put(&tokenizer_loc, trained.json.as_bytes())?;
@@ -187,9 +179,9 @@ pub fn train(
         tokenizer_sha256: sha256_hex(trained.json.as_bytes()),
         vocab_size_requested: config.vocab_size,
         vocab_size: trained.vocab_size,
-        sample_documents: docs.load(Ordering::Relaxed),
-        sample_bytes: bytes.load(Ordering::Relaxed),
-        sample_shards: used.lock().map(|u| u.clone()).unwrap_or_default(),
+        sample_documents: taken.docs,
+        sample_bytes: taken.bytes,
+        sample_shards: taken.shards,
         seconds: start.elapsed().as_secs_f64(),
         peak_rss_bytes: peak_rss_bytes(),
     };
@@ -200,82 +192,279 @@ pub fn train(
     Ok(report)
 }
 
-/// The texts of the sample, streamed shard by shard until the byte budget is spent.
-struct SampleTexts<'a> {
-    storage: &'a Storage,
-    shards: VecDeque<ObjectMeta>,
-    source: DocumentSource,
-    current: Option<Batches>,
-    buffered: VecDeque<String>,
-    budget: u64,
-    failed: Arc<Mutex<Option<Error>>>,
-    docs: Arc<AtomicU64>,
-    bytes: Arc<AtomicU64>,
-    used: Arc<Mutex<Vec<String>>>,
+/// Decoded text the sample may hold ahead of the counters, per thread.
+const AHEAD_BYTES: usize = 4 << 20;
+
+fn text_bytes(texts: &[String]) -> u64 {
+    texts.iter().map(|t| t.len() as u64).sum()
 }
 
-impl SampleTexts<'_> {
-    fn fail(&mut self, e: Error) {
+/// What the sample took: documents, text bytes and shards, in sample order.
+#[derive(Debug, Default)]
+struct Taken {
+    docs: u64,
+    bytes: u64,
+    shards: Vec<String>,
+}
+
+/// The texts of the sample: the shards in sample order, document by document, until
+/// the byte budget is spent (the document that reaches it included). The counting
+/// threads decode the shards themselves, 128 documents at a time, whichever thread is
+/// free: first the shard the sample is in, then, while less than [`AHEAD_BYTES`] per
+/// thread waits to be counted, the shards after it (one batch each, up to four per
+/// thread open). Texts of later shards wait until the sample reaches them, so what is
+/// taken, and any error met, is what reading the shards one after another gives.
+/// (Read by one thread at a time, as before, each shard's decoding left the other
+/// threads waiting.)
+struct Sample<'a> {
+    storage: &'a Storage,
+    source: DocumentSource,
+    /// Open shards at most, and decoded bytes held ahead of the counters.
+    max_open: usize,
+    ahead_bytes: u64,
+    budget: u64,
+    failed: Arc<Mutex<Option<Error>>>,
+    state: Mutex<SampleState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct SampleState {
+    /// Shards not opened yet, in sample order.
+    pending: VecDeque<ObjectMeta>,
+    /// Open shards in sample order; the first is the one the sample is in.
+    open: VecDeque<OpenShard>,
+    /// Shards opened so far.
+    opened: u64,
+    /// Bytes of text decoded and not yet taken.
+    ready_bytes: u64,
+    taken: Taken,
+    stopped: bool,
+}
+
+struct OpenShard {
+    /// Its place in the sample order.
+    seq: u64,
+    relative: String,
+    /// `None` while a thread opens or decodes it, and once it is read to the end.
+    batches: Option<Batches>,
+    busy: bool,
+    ended: bool,
+    /// Decoded texts in batches for the counters, in shard order.
+    ready: VecDeque<Vec<String>>,
+    /// What ended the shard early, met after the texts in `ready`.
+    error: Option<Error>,
+    /// Whether the sample has reached this shard (it is then listed as used).
+    entered: bool,
+}
+
+/// A thread's turn at reading: open the next shard, or decode the next batch of the
+/// open shard at this index.
+enum Read {
+    Open(ObjectMeta, String),
+    Decode(usize, Batches),
+}
+
+impl<'a> Sample<'a> {
+    fn new(
+        storage: &'a Storage,
+        shards: Vec<ObjectMeta>,
+        budget: u64,
+        threads: usize,
+        failed: Arc<Mutex<Option<Error>>>,
+    ) -> Self {
+        Sample {
+            storage,
+            source: DocumentSource {
+                batch_rows: 128,
+                ..DocumentSource::default()
+            },
+            max_open: 4 * threads.max(1) + 2,
+            ahead_bytes: (threads.max(1) * AHEAD_BYTES) as u64,
+            budget,
+            failed,
+            state: Mutex::new(SampleState {
+                pending: shards.into(),
+                stopped: budget == 0,
+                ..SampleState::default()
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn taken(&self) -> Taken {
+        self.state
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.taken))
+            .unwrap_or_default()
+    }
+
+    fn fail(&self, state: &mut SampleState, e: Error) {
         if let Ok(mut slot) = self.failed.lock() {
             slot.get_or_insert(e);
         }
-        self.shards.clear();
-        self.current = None;
-        self.buffered.clear();
+        state.stopped = true;
+        state.open.clear();
+        state.pending.clear();
     }
-}
 
-impl Iterator for SampleTexts<'_> {
-    type Item = String;
+    /// Takes the texts of `batch` that fit the budget, in order.
+    fn take(&self, state: &mut SampleState, mut batch: Vec<String>) -> Vec<String> {
+        let taken = &mut state.taken;
+        let mut keep = 0;
+        for text in &batch {
+            keep += 1;
+            let before = taken.bytes;
+            taken.docs += 1;
+            taken.bytes += text.len() as u64;
+            if taken.bytes >> 26 > before >> 26 {
+                tracing::info!(sampled_mb = taken.bytes >> 20, "sampling");
+            }
+            if taken.bytes >= self.budget {
+                state.stopped = true;
+                break;
+            }
+        }
+        batch.truncate(keep);
+        batch
+    }
 
-    fn next(&mut self) -> Option<String> {
-        loop {
-            if self.bytes.load(Ordering::Relaxed) >= self.budget {
-                return None;
-            }
-            if let Some(text) = self.buffered.pop_front() {
-                self.docs.fetch_add(1, Ordering::Relaxed);
-                let before = self.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
-                let after = before + text.len() as u64;
-                if after >> 26 > before >> 26 {
-                    tracing::info!(sampled_mb = after >> 20, "sampling");
-                }
-                return Some(text);
-            }
-            if let Some(batches) = self.current.as_mut() {
-                match batches.next() {
-                    Some(Ok(batch)) => {
-                        self.buffered.extend(
-                            batch
-                                .docs
-                                .into_iter()
-                                .map(|d| d.text)
-                                .filter(|t| !t.is_empty()),
-                        );
-                        continue;
-                    }
-                    Some(Err(e)) => {
-                        self.fail(e);
-                        return None;
-                    }
-                    None => self.current = None,
-                }
-            }
-            let meta = self.shards.pop_front()?;
+    /// The reading a thread can do now, if any: the shard the sample is in first, then
+    /// the ones after it, then opening the next shard.
+    fn next_read(&self, state: &mut SampleState) -> Option<Read> {
+        let ahead_full = state.ready_bytes >= self.ahead_bytes;
+        if let Some(k) = state
+            .open
+            .iter()
+            .position(|s| !s.busy && !s.ended && s.ready.is_empty())
+            && (k == 0 || !ahead_full)
+            && let Some(batches) = state.open[k].batches.take()
+        {
+            state.open[k].busy = true;
+            return Some(Read::Decode(k, batches));
+        }
+        if !ahead_full
+            && state.open.len() < self.max_open
+            && let Some(meta) = state.pending.pop_front()
+        {
             let relative = if meta.relative.is_empty() {
                 meta.location.file_name().to_string()
             } else {
                 meta.relative.clone()
             };
-            if let Ok(mut used) = self.used.lock() {
-                used.push(relative.clone());
+            state.opened += 1;
+            state.open.push_back(OpenShard {
+                seq: state.opened,
+                relative: relative.clone(),
+                batches: None,
+                busy: true,
+                ended: false,
+                ready: VecDeque::new(),
+                error: None,
+                entered: false,
+            });
+            return Some(Read::Open(meta, relative));
+        }
+        None
+    }
+
+    /// Does one read outside the lock and files its result under the shard it read.
+    fn read<'s>(
+        &'s self,
+        mut state: std::sync::MutexGuard<'s, SampleState>,
+        read: Read,
+    ) -> Option<std::sync::MutexGuard<'s, SampleState>> {
+        let (seq, outcome) = match read {
+            Read::Open(meta, relative) => {
+                let seq = state.opened;
+                drop(state);
+                let opened = self.source.read(self.storage, &meta, &relative);
+                (seq, opened.map(|b| (Some(b), Vec::new())))
             }
-            match self.source.read(self.storage, &meta, &relative) {
-                Ok(b) => self.current = Some(b),
-                Err(e) => {
-                    self.fail(e);
-                    return None;
+            Read::Decode(k, mut batches) => {
+                let seq = state.open[k].seq;
+                drop(state);
+                let outcome = match batches.next() {
+                    Some(Ok(batch)) => Ok((
+                        Some(batches),
+                        trainer::batch_texts(batch.docs.into_iter().map(|d| d.text)),
+                    )),
+                    Some(Err(e)) => Err(e),
+                    None => Ok((None, Vec::new())),
+                };
+                (seq, outcome)
+            }
+        };
+        state = self.state.lock().ok()?;
+        // A failure or the budget may have emptied the queue meanwhile.
+        let filed = &mut *state;
+        if let Some(shard) = filed.open.iter_mut().find(|s| s.seq == seq) {
+            shard.busy = false;
+            match outcome {
+                Ok((batches, texts)) => {
+                    shard.ended = batches.is_none();
+                    shard.batches = batches;
+                    filed.ready_bytes += texts.iter().map(|t| text_bytes(t)).sum::<u64>();
+                    shard.ready.extend(texts);
                 }
+                Err(e) => {
+                    shard.ended = true;
+                    shard.error = Some(e);
+                }
+            }
+        }
+        self.changed.notify_all();
+        Some(state)
+    }
+}
+
+impl trainer::TextBatches for Sample<'_> {
+    fn next_batch(&self) -> Option<Vec<String>> {
+        let mut state = self.state.lock().ok()?;
+        loop {
+            if state.stopped {
+                return None;
+            }
+            if let Some(front) = state.open.front_mut() {
+                if !front.entered {
+                    front.entered = true;
+                    let relative = front.relative.clone();
+                    state.taken.shards.push(relative);
+                    continue;
+                }
+                if front.ready.is_empty() {
+                    // Nothing to count.
+                } else if let Some(read) = self.next_read(&mut state) {
+                    // Reading ahead first, while this shard has texts for the others.
+                    state = self.read(state, read)?;
+                    continue;
+                }
+                let front = match state.open.front_mut() {
+                    Some(front) => front,
+                    None => continue,
+                };
+                if let Some(batch) = front.ready.pop_front() {
+                    state.ready_bytes -= text_bytes(&batch);
+                    let batch = self.take(&mut state, batch);
+                    if !batch.is_empty() {
+                        return Some(batch);
+                    }
+                    continue;
+                }
+                if front.ended {
+                    if let Some(e) = front.error.take() {
+                        self.fail(&mut state, e);
+                        return None;
+                    }
+                    state.open.pop_front();
+                    continue;
+                }
+            } else if state.pending.is_empty() {
+                return None;
+            }
+            match self.next_read(&mut state) {
+                Some(read) => state = self.read(state, read)?,
+                None => state = self.changed.wait(state).ok()?,
             }
         }
     }

@@ -10,8 +10,9 @@
 //!    code points of [`crate::bpe::SPLIT_DIFFERS`]: a text holding one is cut by the
 //!    0.22 regex) and each distinct pre-token is counted. Each thread
 //!    counts into its own tables, split by hash into 64 parts that are then summed
-//!    part by part in parallel. Each thread takes the next batch of texts from the reader
-//!    as it finishes one.
+//!    part by part in parallel. Each thread takes the next batch of texts
+//!    ([`TextBatches`]) as it finishes one; the training sample's reader decodes its
+//!    shards on the threads that ask.
 //! 2. [`learn`], before the first merge: the specials, then the 256 byte symbols in
 //!    code-point order of their GPT-2 spelling (0.22's order), every word spelled in
 //!    those ids, and every adjacent pair counted, by a parallel sort of (pair, word).
@@ -26,6 +27,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::BuildHasher;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
@@ -126,57 +128,94 @@ impl Counter {
     }
 }
 
-/// Texts gathered into batches of at least [`BATCH_BYTES`] (the last may be smaller).
-struct Batched<I> {
-    texts: I,
+/// Batches of texts for the counting threads, taken from any of them at once: each
+/// thread asks for the next batch as it finishes one.
+pub trait TextBatches: Sync {
+    /// The next batch, or `None` when no texts are left.
+    fn next_batch(&self) -> Option<Vec<String>>;
 }
 
-impl<I: Iterator<Item = String>> Iterator for Batched<I> {
-    type Item = Vec<String>;
+/// An iterator's texts in batches of at least 256 KiB (the last may be smaller),
+/// handed out one at a time.
+pub struct IterBatches<I>(Mutex<I>);
 
-    fn next(&mut self) -> Option<Vec<String>> {
-        let mut batch = Vec::new();
-        let mut bytes = 0;
-        for text in self.texts.by_ref() {
-            bytes += text.len();
-            batch.push(text);
-            if bytes >= BATCH_BYTES {
-                break;
-            }
-        }
+impl<I> std::fmt::Debug for IterBatches<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IterBatches")
+    }
+}
+
+impl<I: Iterator<Item = String> + Send> IterBatches<I> {
+    pub fn new(texts: I) -> Self {
+        IterBatches(Mutex::new(texts))
+    }
+}
+
+impl<I: Iterator<Item = String> + Send> TextBatches for IterBatches<I> {
+    fn next_batch(&self) -> Option<Vec<String>> {
+        let batch = fill_batch(&mut *self.0.lock().ok()?);
         (!batch.is_empty()).then_some(batch)
     }
 }
 
-/// Every distinct pre-token of `texts` with its count, in an order that depends only
-/// on the words (by part, then by bytes), never on the threads.
+/// The next texts of `texts` up to [`BATCH_BYTES`] or just past it.
+fn fill_batch(texts: &mut impl Iterator<Item = String>) -> Vec<String> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for text in texts {
+        bytes += text.len();
+        batch.push(text);
+        if bytes >= BATCH_BYTES {
+            break;
+        }
+    }
+    batch
+}
+
+/// Cuts `texts` into batches of at least 256 KiB (the last may be smaller), leaving
+/// out empty texts.
+pub fn batch_texts(texts: impl IntoIterator<Item = String>) -> Vec<Vec<String>> {
+    let mut texts = texts.into_iter().filter(|t| !t.is_empty());
+    std::iter::from_fn(|| Some(fill_batch(&mut texts)).filter(|b| !b.is_empty())).collect()
+}
+
+/// Every distinct pre-token of `texts` with its count (see [`count_batches`]).
 pub fn count_words<I>(texts: I) -> Result<Vec<WordCount>>
 where
     I: Iterator<Item = String> + Send,
 {
+    count_batches(&IterBatches::new(texts))
+}
+
+/// Every distinct pre-token of the texts of `batches` with its count, in an order that
+/// depends only on the words (by part, then by bytes), never on the threads.
+pub fn count_batches<B: TextBatches + ?Sized>(batches: &B) -> Result<Vec<WordCount>> {
     let splits = Splits {
         fast: fast_split()?,
         reference: reference_split()?,
     };
-    let counters: Vec<Mutex<Counter>> = (0..rayon::current_num_threads().max(1))
-        .map(|_| Mutex::new(Counter::new()))
-        .collect();
-    // Each thread takes the next batch as it finishes one: the reader's work (a
-    // shard's decoding) is done by whichever thread asks, while the others count.
-    Batched { texts }.par_bridge().try_for_each(|batch| {
-        let slot = rayon::current_thread_index().unwrap_or(0) % counters.len();
-        let mut counter = counters[slot]
-            .lock()
-            .map_err(|_| Error::Usage("a word counter was poisoned".into()))?;
-        batch
-            .iter()
-            .try_for_each(|text| counter.count(&splits, text))
-    })?;
+    let stop = AtomicBool::new(false);
+    // Every thread of the pool counts into its own tables: the reader's work (a
+    // shard's decoding) is done inside `next_batch` by whichever thread asks.
+    let counters: Vec<Result<Counter>> = rayon::broadcast(|_| {
+        let mut counter = Counter::new();
+        while !stop.load(AtomicOrdering::Relaxed) {
+            let Some(batch) = batches.next_batch() else {
+                break;
+            };
+            if let Err(e) = batch
+                .iter()
+                .try_for_each(|text| counter.count(&splits, text))
+            {
+                stop.store(true, AtomicOrdering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(counter)
+    });
     let mut columns: Vec<Vec<Counts>> = (0..PARTS).map(|_| Vec::new()).collect();
     for counter in counters {
-        let counter = counter
-            .into_inner()
-            .map_err(|_| Error::Usage("a word counter was poisoned".into()))?;
+        let counter = counter?;
         for (column, table) in columns.iter_mut().zip(counter.parts) {
             column.push(table);
         }

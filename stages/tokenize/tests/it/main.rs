@@ -253,6 +253,146 @@ fn our_trainer_writes_the_tokenizer_json_of_tokenizers_0_22() {
     }
 }
 
+/// Six JSONL inputs of 2,500 documents each (three reader batches of up to 1,024,
+/// each cut into several batches for the counters), every tenth one empty.
+fn sample_inputs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let words = [
+        "river",
+        "stone",
+        "Zeit",
+        "città",
+        "東京",
+        "λόγος",
+        "42",
+        "kotlin",
+    ];
+    for file in 0..6 {
+        let mut lines = String::new();
+        for doc in 0..2500usize {
+            let text = if doc % 10 == 9 {
+                String::new()
+            } else {
+                let n = 20 + (file * 7 + doc * 13) % 40;
+                (0..n)
+                    .map(|k| words[(file + doc * 3 + k * k) % words.len()])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            lines.push_str(
+                &serde_json::json!({ "id": format!("{file}-{doc}"), "text": text }).to_string(),
+            );
+            lines.push('\n');
+        }
+        std::fs::write(dir.path().join(format!("part-{file}.jsonl")), lines).expect("write input");
+    }
+    dir
+}
+
+#[test]
+fn the_sample_is_the_same_on_any_thread_count_and_stops_at_its_budget() {
+    let input = sample_inputs();
+    let storage = Storage::new();
+    let all: u64 = std::fs::read_dir(input.path())
+        .expect("inputs")
+        .map(|e| {
+            let text = std::fs::read_to_string(e.expect("entry").path()).expect("read");
+            text.lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).expect("json");
+                    v["text"].as_str().expect("text").len() as u64
+                })
+                .sum::<u64>()
+        })
+        .sum();
+    // The budget ends the sample inside a shard, then takes them all.
+    for sample_bytes in [all * 3 / 5, all + 1] {
+        let config = TrainConfig {
+            vocab_size: 400,
+            sample_bytes,
+            ..TrainConfig::default()
+        };
+        let mut first: Option<(serde_json::Value, Vec<u8>)> = None;
+        for threads in [1, 2, 5] {
+            let out = tempfile::tempdir().expect("tempdir");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            pool.install(|| {
+                tokenize::train(
+                    &storage,
+                    &Location::Local(input.path().to_path_buf()),
+                    &Location::Local(out.path().to_path_buf()),
+                    &config,
+                )
+            })
+            .expect("train");
+            let mut report: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(out.path().join("train.json")).expect("train.json"),
+            )
+            .expect("json");
+            for volatile in ["tokenizer", "seconds", "peak_rss_bytes"] {
+                report[volatile] = serde_json::Value::Null;
+            }
+            let tokenizer = std::fs::read(out.path().join("tokenizer.json")).expect("tokenizer");
+            match &first {
+                None => first = Some((report, tokenizer)),
+                Some((r, t)) => {
+                    assert_eq!(&report, r, "{threads} threads took another sample");
+                    assert!(
+                        &tokenizer == t,
+                        "{threads} threads trained another tokenizer"
+                    );
+                }
+            }
+        }
+        // What reading the listed shards in order, document by document, takes.
+        let (report, tokenizer) = first.expect("trained");
+        let shards: Vec<&str> = report["sample_shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .map(|s| s.as_str().expect("name"))
+            .collect();
+        let (mut texts, mut bytes) = (Vec::new(), 0u64);
+        'shards: for shard in &shards {
+            let text = std::fs::read_to_string(input.path().join(shard)).expect("read");
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).expect("json");
+                let text = v["text"].as_str().expect("text");
+                if text.is_empty() {
+                    continue;
+                }
+                texts.push(text.to_string());
+                bytes += text.len() as u64;
+                if bytes >= sample_bytes {
+                    break 'shards;
+                }
+            }
+        }
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let alone = tokenize::bpe::train(&config, texts.iter().cloned(), &failed).expect("train");
+        assert!(
+            alone.json.as_bytes() == tokenizer,
+            "{sample_bytes} bytes asked: not trained on the sample's texts"
+        );
+        assert_eq!(
+            report["sample_documents"],
+            texts.len(),
+            "{sample_bytes} bytes asked"
+        );
+        assert_eq!(report["sample_bytes"], bytes, "{sample_bytes} bytes asked");
+        if sample_bytes > all {
+            assert_eq!(shards.len(), 6);
+            assert_eq!(bytes, all);
+        } else {
+            assert!(shards.len() < 6, "{shards:?}");
+            assert!(bytes >= sample_bytes && bytes < all, "{bytes} of {all}");
+        }
+    }
+}
+
 #[test]
 fn a_vocabulary_too_small_for_the_bytes_is_refused() {
     let out = tempfile::tempdir().expect("tempdir");
