@@ -15,7 +15,8 @@
 //!    shards on the threads that ask.
 //! 2. [`learn`], before the first merge: the specials, then the 256 byte symbols in
 //!    code-point order of their GPT-2 spelling (0.22's order), every word spelled in
-//!    those ids, and every adjacent pair counted, by a parallel sort of (pair, word).
+//!    those ids, and every adjacent pair counted (`first_pairs`: a counting sort of
+//!    the words by the pair's two bytes).
 //! 3. The merges, in 0.22's order and with its quirks kept: a queue of (count, pair)
 //!    entries each holding the words it was pushed for, checked lazily against the
 //!    current count when popped; ties go to the smaller pair; a merged pair keeps its
@@ -521,6 +522,85 @@ pub struct LearnConfig<'a> {
     pub max_token_length: Option<usize>,
 }
 
+/// Every adjacent pair of bytes in `words` (the byte `b` spelled `byte_id[b]`) with
+/// its count (the words' counts summed as 0.22's `i32` counts are, wrapping) and the
+/// words it occurs in (ascending, each once), in pair order. A counting sort keyed by
+/// the two bytes' ranks among the byte ids (so in the pairs' order): each thread's run
+/// of words sorted on its own, then each pair's lists joined in run order.
+fn first_pairs(words: &[WordCount], byte_id: &[u32; 256]) -> Vec<(u64, i32, Vec<u32>)> {
+    const KEYS: usize = 1 << 16;
+    let mut ids: Vec<(u32, u8)> = (0..=255u8).map(|b| (byte_id[b as usize], b)).collect();
+    ids.sort_unstable();
+    let mut rank = [0usize; 256];
+    for (r, &(_, b)) in ids.iter().enumerate() {
+        rank[b as usize] = r;
+    }
+    let key = |p: &[u8]| rank[p[0] as usize] << 8 | rank[p[1] as usize];
+    let runs = rayon::current_num_threads().clamp(1, words.len().max(1));
+    let runs: Vec<Run> = (0..runs)
+        .into_par_iter()
+        .map(|r| {
+            let of = words.len() * r / runs..words.len() * (r + 1) / runs;
+            let mut starts = vec![0u32; KEYS + 1];
+            let mut sums = vec![0i32; KEYS];
+            for (word, n) in &words[of.clone()] {
+                for p in word.windows(2) {
+                    let k = key(p);
+                    starts[k + 1] += 1;
+                    sums[k] = sums[k].wrapping_add(*n as i32);
+                }
+            }
+            for k in 0..KEYS {
+                starts[k + 1] += starts[k];
+            }
+            let mut next = starts.clone();
+            let mut listed = vec![0u32; starts[KEYS] as usize];
+            for w in of {
+                for p in words[w].0.windows(2) {
+                    let k = key(p);
+                    listed[next[k] as usize] = w as u32;
+                    next[k] += 1;
+                }
+            }
+            Run {
+                starts,
+                sums,
+                listed,
+            }
+        })
+        .collect();
+    (0..KEYS)
+        .into_par_iter()
+        .filter_map(|k| {
+            let seen: usize = runs.iter().map(|r| r.of(k).len()).sum();
+            if seen == 0 {
+                return None;
+            }
+            let count = runs.iter().fold(0i32, |c, r| c.wrapping_add(r.sums[k]));
+            let mut listed = Vec::with_capacity(seen);
+            for run in &runs {
+                listed.extend_from_slice(run.of(k));
+            }
+            listed.dedup();
+            Some((pack(ids[k >> 8].0, ids[k & 0xff].0), count, listed))
+        })
+        .collect()
+}
+
+/// One thread's run of words sorted by pair: the words of pair key `k` are
+/// `listed[starts[k]..starts[k + 1]]`, the sum of their counts `sums[k]`.
+struct Run {
+    starts: Vec<u32>,
+    sums: Vec<i32>,
+    listed: Vec<u32>,
+}
+
+impl Run {
+    fn of(&self, k: usize) -> &[u32] {
+        &self.listed[self.starts[k] as usize..self.starts[k + 1] as usize]
+    }
+}
+
 /// Learns the vocabulary and merges from counted words (see the module notes).
 pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
     let mut vocab = Vocab::default();
@@ -553,36 +633,13 @@ pub fn learn(words: &[WordCount], config: &LearnConfig<'_>) -> Learned {
         symbols.extend(w.iter().map(|&b| byte_id[b as usize]));
     }
     let counts: Vec<u64> = words.iter().map(|(_, n)| *n).collect();
+    // Every adjacent pair with its count and the words it occurs in.
+    let queued = first_pairs(words, &byte_id);
     let mut words = Words {
         symbols,
         start,
         len,
     };
-
-    // Every adjacent pair with the words it occurs in, grouped by a parallel sort.
-    let mut seen: Vec<(u64, u32)> = (0..counts.len())
-        .into_par_iter()
-        .flat_map_iter(|w| {
-            let at = words.start[w];
-            let word = &words.symbols[at..at + words.len[w] as usize];
-            word.windows(2).map(move |p| (pack(p[0], p[1]), w as u32))
-        })
-        .collect();
-    seen.par_sort_unstable();
-    let groups: Vec<&[(u64, u32)]> = seen.chunk_by(|x, y| x.0 == y.0).collect();
-    let queued: Vec<(u64, i32, Vec<u32>)> = groups
-        .par_iter()
-        .map(|group| {
-            let count = group
-                .iter()
-                .fold(0i32, |c, &(_, w)| c.wrapping_add(counts[w as usize] as i32));
-            let mut listed: Vec<u32> = group.iter().map(|&(_, w)| w).collect();
-            listed.dedup();
-            (group[0].0, count, listed)
-        })
-        .collect();
-    drop(groups);
-    drop(seen);
     let mut pair_counts: Map<u64, i32> = Map::default();
     pair_counts.reserve(queued.len());
     let mut entries = Vec::with_capacity(queued.len());
