@@ -4,8 +4,8 @@
 # real pages: the given WARC files, each cut into PARTS files (default 6) and the parts
 # linked COPIES times (default 4), so that every step has several inputs. Runs `mill
 # run` with --threads 1 on core 0, then --threads 2 on cores 0 and 1, one step at a time
-# (`--only`), REPEAT times each (default 3, every repeat from scratch), and prints each
-# step's median wall seconds and speedup.
+# (`--only`), REPEAT times each (default 3, every repeat from scratch, the two thread
+# counts one after the other), and prints each step's median wall seconds and speedup.
 # Usage: scripts/bench-threads.sh WARC... (e.g. the pages scripts/bench-chain.sh packs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,10 +70,13 @@ from pathlib import Path
 work, repeat = Path(sys.argv[1]), int(sys.argv[2])
 steps = re.findall(r'^name = "([^"]+)"', (work / "pipeline1.toml").read_text(), re.M)
 times = {}
-for threads, cores in ((1, "0"), (2, "0,1")):
-    for step in steps:
-        runs = []
-        for _ in range(repeat):
+# Step by step, each repeat running one thread then two side by side (run1 and run2 are
+# two chains of the same steps): this virtual machine's speed drifts by a fifth over
+# minutes, so the two thread counts are timed together, not minutes apart.
+for step in steps:
+    runs = {1: [], 2: []}
+    for _ in range(repeat):
+        for threads, cores in ((1, "0"), (2, "0,1")):
             # A repeat redoes the step from scratch: the same inputs, the same outputs.
             shutil.rmtree(work / f"run{threads}" / step, ignore_errors=True)
             start = time.perf_counter()
@@ -81,8 +84,9 @@ for threads, cores in ((1, "0"), (2, "0,1")):
                 ["taskset", "-c", cores, "target/release/mill", "run", str(work / f"pipeline{threads}.toml"),
                  "--only", step, "--threads", str(threads), "--log-format", "json"],
                 check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            runs.append(time.perf_counter() - start)
-        times[(step, threads)] = statistics.median(runs)
+            runs[threads].append(time.perf_counter() - start)
+    for threads in (1, 2):
+        times[(step, threads)] = statistics.median(runs[threads])
 inputs = len(list((work / "input").iterdir()))
 print(f"{inputs} inputs; wall seconds of each step as its own `mill run --only` (process start and model "
       f"loading included), median of {repeat} runs")
