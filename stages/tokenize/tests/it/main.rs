@@ -223,6 +223,12 @@ fn our_trainer_writes_the_tokenizer_json_of_tokenizers_0_22() {
             special_tokens: vec!["<|endoftext|>".into(), "ab".into(), "<|endoftext|>".into()],
             ..TrainConfig::default()
         },
+        // Specials spelled as byte symbols: the bytes' ids are then not one run.
+        TrainConfig {
+            vocab_size: 700,
+            special_tokens: vec!["!".into(), "<|endoftext|>".into(), "Ġ".into()],
+            ..TrainConfig::default()
+        },
     ];
     let texts = training_texts();
     let mut first = None;
