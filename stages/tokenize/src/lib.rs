@@ -248,7 +248,6 @@ struct OpenShard {
     relative: String,
     /// `None` while a thread opens or decodes it, and once it is read to the end.
     batches: Option<Batches>,
-    busy: bool,
     ended: bool,
     /// Decoded texts in batches for the counters, in shard order.
     ready: VecDeque<Vec<String>>,
@@ -258,11 +257,11 @@ struct OpenShard {
     entered: bool,
 }
 
-/// A thread's turn at reading: open the next shard, or decode the next batch of the
-/// open shard at this index.
+/// A thread's turn at reading: open the next shard, or decode the next batch of an
+/// open one (each named by its place in the sample order).
 enum Read {
-    Open(ObjectMeta, String),
-    Decode(usize, Batches),
+    Open(u64, ObjectMeta, String),
+    Decode(u64, Batches),
 }
 
 impl<'a> Sample<'a> {
@@ -336,12 +335,11 @@ impl<'a> Sample<'a> {
         if let Some(k) = state
             .open
             .iter()
-            .position(|s| !s.busy && !s.ended && s.ready.is_empty())
+            .position(|s| s.batches.is_some() && s.ready.is_empty())
             && (k == 0 || !ahead_full)
             && let Some(batches) = state.open[k].batches.take()
         {
-            state.open[k].busy = true;
-            return Some(Read::Decode(k, batches));
+            return Some(Read::Decode(state.open[k].seq, batches));
         }
         if !ahead_full
             && state.open.len() < self.max_open
@@ -357,13 +355,12 @@ impl<'a> Sample<'a> {
                 seq: state.opened,
                 relative: relative.clone(),
                 batches: None,
-                busy: true,
                 ended: false,
                 ready: VecDeque::new(),
                 error: None,
                 entered: false,
             });
-            return Some(Read::Open(meta, relative));
+            return Some(Read::Open(state.opened, meta, relative));
         }
         None
     }
@@ -371,19 +368,16 @@ impl<'a> Sample<'a> {
     /// Does one read outside the lock and files its result under the shard it read.
     fn read<'s>(
         &'s self,
-        mut state: std::sync::MutexGuard<'s, SampleState>,
+        state: std::sync::MutexGuard<'s, SampleState>,
         read: Read,
     ) -> Option<std::sync::MutexGuard<'s, SampleState>> {
+        drop(state);
         let (seq, outcome) = match read {
-            Read::Open(meta, relative) => {
-                let seq = state.opened;
-                drop(state);
+            Read::Open(seq, meta, relative) => {
                 let opened = self.source.read(self.storage, &meta, &relative);
                 (seq, opened.map(|b| (Some(b), Vec::new())))
             }
-            Read::Decode(k, mut batches) => {
-                let seq = state.open[k].seq;
-                drop(state);
+            Read::Decode(seq, mut batches) => {
                 let outcome = match batches.next() {
                     Some(Ok(batch)) => Ok((
                         Some(batches),
@@ -395,11 +389,10 @@ impl<'a> Sample<'a> {
                 (seq, outcome)
             }
         };
-        state = self.state.lock().ok()?;
+        let mut state = self.state.lock().ok()?;
         // A failure or the budget may have emptied the queue meanwhile.
         let filed = &mut *state;
         if let Some(shard) = filed.open.iter_mut().find(|s| s.seq == seq) {
-            shard.busy = false;
             match outcome {
                 Ok((batches, texts)) => {
                     shard.ended = batches.is_none();
@@ -432,16 +425,15 @@ impl trainer::TextBatches for Sample<'_> {
                     state.taken.shards.push(relative);
                     continue;
                 }
-                if front.ready.is_empty() {
-                    // Nothing to count.
-                } else if let Some(read) = self.next_read(&mut state) {
-                    // Reading ahead first, while this shard has texts for the others.
+                // Reading ahead first, while this shard has texts for the others.
+                if !front.ready.is_empty()
+                    && let Some(read) = self.next_read(&mut state)
+                {
                     state = self.read(state, read)?;
                     continue;
                 }
-                let front = match state.open.front_mut() {
-                    Some(front) => front,
-                    None => continue,
+                let Some(front) = state.open.front_mut() else {
+                    continue;
                 };
                 if let Some(batch) = front.ready.pop_front() {
                     state.ready_bytes -= text_bytes(&batch);
