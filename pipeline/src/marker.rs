@@ -198,7 +198,7 @@ pub mod heartbeat {
                             let Ok(json) = serde_json::to_vec(&note) else {
                                 continue;
                             };
-                            if let Err(e) = storage.put(&loc, &json) {
+                            if let Err(e) = storage.put_note(&loc, &json) {
                                 tracing::warn!(note = %loc, error = %e, "heartbeat not written");
                             }
                         }
@@ -233,7 +233,7 @@ pub fn write_started(storage: &Storage, output: &Location, stem: &str) -> Result
     let json = serde_json::to_vec(&note)
         .map_err(|e| Error::Usage(format!("serialising a start note: {e}")))?;
     let loc = output.join(&format!("{STARTED_DIR}/{stem}.json"));
-    storage.put(&loc, &json)?;
+    storage.put_note(&loc, &json)?;
     heartbeat::start(storage, &marker_location(output, stem), loc, note);
     Ok(())
 }

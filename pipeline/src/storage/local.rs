@@ -171,6 +171,8 @@ pub(super) struct LocalWriter {
     target: PathBuf,
     temp: PathBuf,
     file: Option<BufWriter<File>>,
+    /// Whether `finish` waits for the disk before the rename (see [`Self::unsynced`]).
+    sync: bool,
 }
 
 impl LocalWriter {
@@ -192,7 +194,15 @@ impl LocalWriter {
             target: target.to_path_buf(),
             temp,
             file: Some(BufWriter::with_capacity(1 << 20, file)),
+            sync: true,
         })
+    }
+
+    /// A writer whose `finish` renames without waiting for the disk: still whole or
+    /// absent to a reader, but a machine's crash may lose it (a note that only informs).
+    pub(super) fn unsynced(mut self) -> Self {
+        self.sync = false;
+        self
     }
 }
 
@@ -220,8 +230,10 @@ impl ObjectWriter for LocalWriter {
         let file = buffered
             .into_inner()
             .map_err(|e| Error::io("writing", loc(&self.temp), e.into_error()))?;
-        file.sync_data()
-            .map_err(|e| Error::io("syncing", loc(&self.temp), e))?;
+        if self.sync {
+            file.sync_data()
+                .map_err(|e| Error::io("syncing", loc(&self.temp), e))?;
+        }
         drop(file);
         fs::rename(&self.temp, &self.target).map_err(|e| {
             let _ = fs::remove_file(&self.temp);

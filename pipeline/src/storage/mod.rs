@@ -148,8 +148,16 @@ impl Storage {
 
     /// Starts writing an object; it becomes visible at [`Writer::finish`].
     pub fn create(&self, loc: &Location) -> Result<Writer> {
+        self.writer(loc, true)
+    }
+
+    /// A writer for `loc`; `sync`: a local file waits for the disk before it is renamed.
+    fn writer(&self, loc: &Location, sync: bool) -> Result<Writer> {
         let inner: Box<dyn ObjectWriter> = match loc {
-            Location::Local(path) => Box::new(local::LocalWriter::create(path)?),
+            Location::Local(path) => {
+                let file = local::LocalWriter::create(path)?;
+                Box::new(if sync { file } else { file.unsynced() })
+            }
             Location::S3 { bucket, key } => Box::new(self.s3(loc)?.create(bucket, key)),
         };
         Ok(Writer {
@@ -161,11 +169,22 @@ impl Storage {
 
     /// Writes a whole object at once, atomically.
     pub fn put(&self, loc: &Location, data: &[u8]) -> Result<()> {
-        let mut w = self.create(loc)?;
+        Self::put_whole(self.create(loc)?, data)
+    }
+
+    fn put_whole(mut w: Writer, data: &[u8]) -> Result<()> {
         w.write_all(data)
-            .map_err(|e| Error::from_io_error("writing", loc, e))?;
+            .map_err(|e| Error::from_io_error("writing", &w.location, e))?;
         w.finish()?;
         Ok(())
+    }
+
+    /// Writes a whole object at once, atomically, without waiting for a local disk: for
+    /// notes that only inform (start notes and their heartbeats, which `mill status`
+    /// reads), where a machine's crash may lose the note but not the data. Saves one
+    /// `fdatasync` of each input of every step. On S3 the same as [`Self::put`].
+    pub fn put_note(&self, loc: &Location, data: &[u8]) -> Result<()> {
+        Self::put_whole(self.writer(loc, false)?, data)
     }
 
     /// Deletes an object; deleting a missing object is not an error.

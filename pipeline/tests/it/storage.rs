@@ -51,6 +51,23 @@ fn round_trip() {
         storage.put(&root.join("empty"), b"").expect("put empty");
         assert_eq!(storage.read(&root.join("empty")).expect("read empty"), b"");
 
+        // A note (written without waiting for a local disk) is whole, and a rewrite
+        // replaces it, as a heartbeat rewrites a start note.
+        let note = root.join("a/note.json");
+        storage.put_note(&note, b"{\"beat\":1}").expect("put note");
+        storage.put_note(&note, b"{\"beat\":2}").expect("rewrite note");
+        assert_eq!(storage.read(&note).expect("read note"), b"{\"beat\":2}");
+        if let Location::Local(dir) = root.join("a") {
+            let names: Vec<String> = std::fs::read_dir(&dir)
+                .expect("read_dir")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            assert!(
+                names.iter().all(|n| !n.ends_with(".tmp")),
+                "a note left a temporary: {names:?}"
+            );
+        }
+
         let listed: Vec<String> = storage
             .list(&root)
             .expect("list")
@@ -59,7 +76,7 @@ fn round_trip() {
             .collect();
         assert_eq!(
             listed,
-            ["a/b/hello.txt", "a/streamed.bin", "empty"],
+            ["a/b/hello.txt", "a/note.json", "a/streamed.bin", "empty"],
             "{root}"
         );
         let single = storage.list(&loc).expect("list one object");
