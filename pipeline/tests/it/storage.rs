@@ -55,7 +55,9 @@ fn round_trip() {
         // replaces it, as a heartbeat rewrites a start note.
         let note = root.join("a/note.json");
         storage.put_note(&note, b"{\"beat\":1}").expect("put note");
-        storage.put_note(&note, b"{\"beat\":2}").expect("rewrite note");
+        storage
+            .put_note(&note, b"{\"beat\":2}")
+            .expect("rewrite note");
         assert_eq!(storage.read(&note).expect("read note"), b"{\"beat\":2}");
         if let Location::Local(dir) = root.join("a") {
             let names: Vec<String> = std::fs::read_dir(&dir)
@@ -326,4 +328,40 @@ fn retries_are_bounded_and_errors_name_the_object() {
         }
         other => panic!("expected a not-found error, got {other:?}"),
     }
+}
+
+#[test]
+fn writes_in_flight_keep_order_and_stop_at_the_first_error() {
+    use pipeline::storage::{IN_FLIGHT, each_in_flight};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    let items: Vec<usize> = (0..100).collect();
+    let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let doubled = each_in_flight(&items, |&i| {
+        let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(at_once, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(2));
+        now.fetch_sub(1, Ordering::SeqCst);
+        Ok(i * 2)
+    })
+    .expect("all succeed");
+    assert_eq!(doubled, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+    let most = most.load(Ordering::SeqCst);
+    assert!((2..=IN_FLIGHT).contains(&most), "{most} at once");
+
+    // Items 10 and 20 fail: the error is item 10's, and the hand-out stops.
+    let started = AtomicUsize::new(0);
+    let err = each_in_flight(&items, |&i| {
+        started.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(1));
+        if i == 10 || i == 20 {
+            Err(Error::Usage(format!("item {i} failed")))
+        } else {
+            Ok(i)
+        }
+    })
+    .expect_err("an item fails");
+    assert!(err.to_string().contains("item 10 failed"), "{err}");
+    assert!(started.load(Ordering::SeqCst) < items.len());
 }
