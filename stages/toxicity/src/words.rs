@@ -17,7 +17,7 @@ use unicode_normalization::char::is_combining_mark;
 use unicode_normalization::{IsNormalized, UnicodeNormalization};
 
 /// Maps of the lists' words, looked up once per word of every document: foldhash with
-/// fixed seeds rather than SipHash (a third of the matcher's time outside
+/// fixed seeds rather than SipHash (SipHash was most of the matcher's time outside
 /// normalisation).
 type FastSet<T> = HashSet<T, foldhash::fast::FixedState>;
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
