@@ -191,35 +191,42 @@ const HIDE_CLASSES: &[&str] = &[
 ];
 
 /// Calls `f` with each word of a class or id value, lowercased into `buf`.
+#[cfg(test)]
 fn for_words(value: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     for token in value.split_ascii_whitespace() {
-        buf.clear();
-        let mut prev_lower = false;
-        for c in token.chars() {
-            if matches!(c, '-' | '_' | ':' | '.' | '/') || (c.is_ascii_uppercase() && prev_lower) {
-                if !buf.is_empty() {
-                    f(buf);
-                    buf.clear();
-                }
-                prev_lower = false;
-                if !c.is_ascii_uppercase() {
-                    continue;
-                }
-            }
-            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-            buf.push(c.to_ascii_lowercase());
-        }
-        if !buf.is_empty() {
-            f(buf);
-        }
+        for_token_words(token, buf, &mut f);
     }
 }
 
-/// [`WORDS`] for lookup: whole words by value, prefixes in table order, each with its
-/// place in the table (the first pattern of the table that matches a word wins).
+/// Calls `f` with each word of one whitespace-free token, lowercased into `buf`.
+fn for_token_words(token: &str, buf: &mut String, f: &mut impl FnMut(&str)) {
+    buf.clear();
+    let mut prev_lower = false;
+    for c in token.chars() {
+        if matches!(c, '-' | '_' | ':' | '.' | '/') || (c.is_ascii_uppercase() && prev_lower) {
+            if !buf.is_empty() {
+                f(buf);
+                buf.clear();
+            }
+            prev_lower = false;
+            if !c.is_ascii_uppercase() {
+                continue;
+            }
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        buf.push(c.to_ascii_lowercase());
+    }
+    if !buf.is_empty() {
+        f(buf);
+    }
+}
+
+/// [`WORDS`] for lookup: whole words by value, prefixes by their first byte in table
+/// order, each with its place in the table (the first pattern of the table that
+/// matches a word wins).
 struct WordTable {
-    whole: std::collections::HashMap<&'static str, (usize, Group)>,
-    prefixes: Vec<(&'static str, usize, Group)>,
+    whole: std::collections::HashMap<&'static str, (usize, Group), foldhash::fast::FixedState>,
+    prefixes: Vec<Vec<(&'static str, usize, Group)>>,
 }
 
 fn word_table() -> &'static WordTable {
@@ -227,11 +234,14 @@ fn word_table() -> &'static WordTable {
     TABLE.get_or_init(|| {
         let mut table = WordTable {
             whole: Default::default(),
-            prefixes: Vec::new(),
+            prefixes: vec![Vec::new(); 256],
         };
         for (i, &(pattern, group)) in WORDS.iter().enumerate() {
             match pattern.strip_suffix('*') {
-                Some(prefix) => table.prefixes.push((prefix, i, group)),
+                Some(prefix) => {
+                    let first = prefix.as_bytes().first().copied().unwrap_or(0);
+                    table.prefixes[usize::from(first)].push((prefix, i, group));
+                }
                 None => {
                     table.whole.entry(pattern).or_insert((i, group));
                 }
@@ -241,12 +251,12 @@ fn word_table() -> &'static WordTable {
     })
 }
 
-/// The group of the first pattern of [`WORDS`] that matches `word`.
+/// The group of the first pattern of [`WORDS`] that matches `word` (not empty).
 fn word_group(word: &str) -> Option<Group> {
     let table = word_table();
     let whole = table.whole.get(word).copied();
-    let prefix = table
-        .prefixes
+    let first = word.as_bytes().first().copied().unwrap_or(0);
+    let prefix = table.prefixes[usize::from(first)]
         .iter()
         .find(|(p, _, _)| word.starts_with(p))
         .map(|&(_, i, g)| (i, g));
@@ -256,65 +266,72 @@ fn word_group(word: &str) -> Option<Group> {
     }
 }
 
-/// Whether `text` holds one of `words` (an Aho-Corasick automaton per table; a plain
-/// search should one fail to build).
-fn holds_any(
-    cell: &'static std::sync::OnceLock<Option<aho_corasick::AhoCorasick>>,
-    words: &[&str],
-    text: &str,
-) -> bool {
-    match cell.get_or_init(|| aho_corasick::AhoCorasick::new(words).ok()) {
-        Some(automaton) => automaton.is_match(text),
-        None => words.iter().any(|w| text.contains(w)),
+/// Which of [`POST_WORDS`], [`CONTENT_WORDS`] and [`CHROME_PARTS`] `compact` holds one
+/// of, in one pass of an Aho-Corasick automaton over the three tables (all
+/// occurrences reported, so each table's answer is whether any of its words occurs); a
+/// plain search per table should the automaton fail to build.
+fn parts_held(compact: &str) -> [bool; 3] {
+    const TABLES: [&[&str]; 3] = [POST_WORDS, CONTENT_WORDS, CHROME_PARTS];
+    static MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
+        std::sync::OnceLock::new();
+    let mut held = [false; 3];
+    let automaton = MATCHER
+        .get_or_init(|| aho_corasick::AhoCorasick::new(TABLES.iter().flat_map(|t| t.iter())).ok());
+    match automaton {
+        Some(automaton) => {
+            let (post, content) = (POST_WORDS.len(), POST_WORDS.len() + CONTENT_WORDS.len());
+            for m in automaton.find_overlapping_iter(compact) {
+                let p = m.pattern().as_usize();
+                held[usize::from(p >= post) + usize::from(p >= content)] = true;
+                if held == [true; 3] {
+                    break;
+                }
+            }
+        }
+        None => {
+            for (h, table) in held.iter_mut().zip(TABLES) {
+                *h = table.iter().any(|w| compact.contains(w));
+            }
+        }
     }
+    held
 }
-
-static CONTENT_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
-    std::sync::OnceLock::new();
-static POST_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
-    std::sync::OnceLock::new();
-static CHROME_MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
-    std::sync::OnceLock::new();
 
 /// What a class or id value marks: (flags, boilerplate group).
 pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
     let mut flags = 0;
     let mut group = Group::None;
-    let lower = value.to_ascii_lowercase();
     if is_class
-        && lower
+        && value
             .split_ascii_whitespace()
-            .any(|t| HIDE_CLASSES.contains(&t))
+            .any(|t| HIDE_CLASSES.iter().any(|h| t.eq_ignore_ascii_case(h)))
     {
         flags |= HIDDEN;
     }
-    let compact: String = lower.chars().filter(|c| *c != '-' && *c != '_').collect();
-    if holds_any(&POST_MATCHER, POST_WORDS, &compact) {
+    let compact: String = value
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .filter(|c| *c != '-' && *c != '_')
+        .collect();
+    let [post, content, chrome] = parts_held(&compact);
+    if post {
         flags |= CONTENT | POST_BODY;
-    } else if holds_any(&CONTENT_MATCHER, CONTENT_WORDS, &compact) {
+    } else if content {
         flags |= CONTENT;
     }
-    if matches!(
-        lower.trim(),
-        "content" | "post" | "entry" | "article" | "story" | "main" | "text"
-    ) {
+    let trimmed = value.trim();
+    if [
+        "content", "post", "entry", "article", "story", "main", "text",
+    ]
+    .iter()
+    .any(|w| trimmed.eq_ignore_ascii_case(w))
+    {
         flags |= CONTENT;
     }
-    // Layout modifiers (`has-sidebar`, `has-rail-right`, `no-sidebar`, `with-header`)
-    // say what sits beside an element, not what it is: they name no group.
-    let named: String = if is_class {
-        value
-            .split_ascii_whitespace()
-            .filter(|t| !is_layout_modifier(t))
-            .collect::<Vec<_>>()
-            .join(" ")
-    } else {
-        value.to_string()
-    };
     let mut buf = String::new();
     // Bit i: the previous word was the first of `POST_WORD_PAIRS[i]` (no copy of it).
     let mut after = 0u32;
-    for_words(&named, &mut buf, |w| {
+    let mut visit = |w: &str| {
         if group == Group::None
             && let Some(g) = word_group(w)
         {
@@ -330,8 +347,16 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
             }
         }
         after = next;
-    });
-    if holds_any(&CHROME_MATCHER, CHROME_PARTS, &compact) {
+    };
+    // Layout modifiers (`has-sidebar`, `has-rail-right`, `no-sidebar`, `with-header`)
+    // say what sits beside an element, not what it is: they name no group.
+    for token in value.split_ascii_whitespace() {
+        if is_class && is_layout_modifier(token) {
+            continue;
+        }
+        for_token_words(token, &mut buf, &mut visit);
+    }
+    if chrome {
         flags |= CHROME;
     }
     // A value that names the content as well ("article-content no_toc_section") is
@@ -345,12 +370,16 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
 /// Whether a class token describes the element's layout (`has-…`, `with-…`, `no-…`,
 /// `without-…`).
 fn is_layout_modifier(token: &str) -> bool {
-    let t = token.to_ascii_lowercase();
     [
         "has-", "has_", "with-", "with_", "no-", "no_", "without-", "without_",
     ]
     .iter()
-    .any(|p| t.starts_with(p))
+    .any(|p| {
+        token
+            .as_bytes()
+            .get(..p.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(p.as_bytes()))
+    })
 }
 
 /// What an ARIA role marks.
@@ -382,6 +411,31 @@ mod tests {
         assert_eq!(words("site-footer x_y"), ["site", "footer", "x", "y"]);
         assert_eq!(words("footerLinks"), ["footer", "links"]);
         assert_eq!(words("HTMLBody"), ["htmlbody"]);
+    }
+
+    #[test]
+    fn the_word_table_finds_what_a_walk_of_the_patterns_finds() {
+        let walk = |word: &str| {
+            WORDS.iter().find_map(|&(p, g)| {
+                let hit = match p.strip_suffix('*') {
+                    Some(prefix) => word.starts_with(prefix),
+                    None => word == p,
+                };
+                hit.then_some(g)
+            })
+        };
+        for &(p, _) in WORDS {
+            let stem = p.trim_end_matches('*');
+            for word in [
+                stem.to_string(),
+                format!("{stem}s"),
+                format!("{stem}bar"),
+                stem[..stem.len().min(3)].to_string(),
+                format!("x{stem}"),
+            ] {
+                assert_eq!(word_group(&word), walk(&word), "{word}");
+            }
+        }
     }
 
     #[test]
