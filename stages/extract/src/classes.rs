@@ -198,26 +198,32 @@ fn for_words(value: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     }
 }
 
-/// Calls `f` with each word of one whitespace-free token, lowercased into `buf`.
+/// Calls `f` with each word of one whitespace-free token, lowercased into `buf`. Bytes
+/// rather than characters: the separators and case steps are ASCII, and the bytes of
+/// other characters only end a run of lowercase letters, as the characters do.
 fn for_token_words(token: &str, buf: &mut String, f: &mut impl FnMut(&str)) {
     buf.clear();
+    buf.push_str(token);
+    buf.make_ascii_lowercase();
+    let mut start = 0;
     let mut prev_lower = false;
-    for c in token.chars() {
-        if matches!(c, '-' | '_' | ':' | '.' | '/') || (c.is_ascii_uppercase() && prev_lower) {
-            if !buf.is_empty() {
-                f(buf);
-                buf.clear();
+    for (i, &b) in token.as_bytes().iter().enumerate() {
+        let separator = matches!(b, b'-' | b'_' | b':' | b'.' | b'/');
+        if separator || (b.is_ascii_uppercase() && prev_lower) {
+            if i > start {
+                f(&buf[start..i]);
             }
             prev_lower = false;
-            if !c.is_ascii_uppercase() {
+            if separator {
+                start = i + 1;
                 continue;
             }
+            start = i;
         }
-        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        buf.push(c.to_ascii_lowercase());
+        prev_lower = b.is_ascii_lowercase() || b.is_ascii_digit();
     }
-    if !buf.is_empty() {
-        f(buf);
+    if token.len() > start {
+        f(&buf[start..]);
     }
 }
 
@@ -270,7 +276,7 @@ fn word_group(word: &str) -> Option<Group> {
 /// of, in one pass of an Aho-Corasick automaton over the three tables (all
 /// occurrences reported, so each table's answer is whether any of its words occurs); a
 /// plain search per table should the automaton fail to build.
-fn parts_held(compact: &str) -> [bool; 3] {
+fn parts_held(compact: &[u8]) -> [bool; 3] {
     const TABLES: [&[&str]; 3] = [POST_WORDS, CONTENT_WORDS, CHROME_PARTS];
     static MATCHER: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>> =
         std::sync::OnceLock::new();
@@ -290,7 +296,9 @@ fn parts_held(compact: &str) -> [bool; 3] {
         }
         None => {
             for (h, table) in held.iter_mut().zip(TABLES) {
-                *h = table.iter().any(|w| compact.contains(w));
+                *h = table
+                    .iter()
+                    .any(|w| memchr::memmem::find(compact, w.as_bytes()).is_some());
             }
         }
     }
@@ -308,11 +316,14 @@ pub fn classify(value: &str, is_class: bool) -> (u16, Group) {
     {
         flags |= HIDDEN;
     }
-    let compact: String = value
-        .chars()
-        .map(|c| c.to_ascii_lowercase())
-        .filter(|c| *c != '-' && *c != '_')
-        .collect();
+    // Lowercase without `-` and `_`, as bytes (both changes are ASCII).
+    let mut compact = Vec::with_capacity(value.len());
+    compact.extend(
+        value
+            .bytes()
+            .filter(|b| *b != b'-' && *b != b'_')
+            .map(|b| b.to_ascii_lowercase()),
+    );
     let [post, content, chrome] = parts_held(&compact);
     if post {
         flags |= CONTENT | POST_BODY;

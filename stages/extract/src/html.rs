@@ -705,30 +705,44 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
         at = (tag_end + 1).min(bytes.len());
         let name = &bytes[name_start..name_end];
         if closing {
-            b.close(&name.to_ascii_lowercase());
+            // `close` goes by `h`, which lowercases as it hashes.
+            b.close(name);
             continue;
         }
         let attrs = &src[name_end.min(tag_end)..tag_end];
-        let lower = name.to_ascii_lowercase();
+        // Lowercased on the stack (a tag name longer than the buffer is spilled).
+        let mut on_stack = [0u8; 32];
+        let spilled: Vec<u8>;
+        let lower: &[u8] = match on_stack.get_mut(..name.len()) {
+            Some(buf) => {
+                buf.copy_from_slice(name);
+                buf.make_ascii_lowercase();
+                buf
+            }
+            None => {
+                spilled = name.to_ascii_lowercase();
+                &spilled
+            }
+        };
         // A `/>` on an HTML container means nothing (browsers open it); on anything
         // else (SVG's `<path/>`, `<g/>`, unknown tags) it closes the element at once,
         // as in foreign content, so that hundreds of them do not pile up unclosed.
-        let (tag_kind, void) = kind(&lower);
+        let (tag_kind, void) = kind(lower);
         let self_closing = !void
             && attrs.trim_end().ends_with('/')
             && !matches!(
                 tag_kind,
                 Kind::Block | Kind::Item | Kind::Cell | Kind::Pre | Kind::Link
             );
-        b.open(&lower, attrs);
-        if self_closing && !raw_text(&lower) {
-            b.close(&lower);
+        b.open(lower, attrs);
+        if self_closing && !raw_text(lower) {
+            b.close(lower);
             continue;
         }
-        if raw_text(&lower) {
+        if raw_text(lower) {
             // Raw text runs to the end tag; without one, browsers swallow the rest of
             // the page, we close the element here instead.
-            let end = find_end_tag(bytes, at, &lower);
+            let end = find_end_tag(bytes, at, lower);
             if lower == b"script" && !b.page.product && is_json_ld(attrs) {
                 b.page.product = declares_product(&src[at..end.unwrap_or(src.len())]);
             }
@@ -741,7 +755,7 @@ pub fn parse(src: &str, max_tags: usize) -> Page {
             if let Some(end) = end {
                 at = memchr::memchr(b'>', &bytes[end..]).map_or(bytes.len(), |e| end + e + 1);
             }
-            b.close(&lower);
+            b.close(lower);
         }
     }
     while !b.stack.is_empty() {
