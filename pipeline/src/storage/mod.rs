@@ -219,8 +219,8 @@ impl Storage {
 
 /// How many writes [`each_in_flight`] keeps going at once, whatever a step's thread
 /// count: their time is spent waiting on a disk's sync or a request's round trip, not
-/// on a core. (The AWS CLI's `max_concurrent_requests` is 10; local syncs of separate
-/// files share the journal's commits.)
+/// on a core. 16 is a choice, not a measured optimum (the AWS CLI's default
+/// `max_concurrent_requests` is 10).
 pub const IN_FLIGHT: usize = 16;
 
 /// Runs `f` on every item, up to [`IN_FLIGHT`] at once on threads of its own rather
