@@ -10,12 +10,20 @@
 //! - A word in the vocabulary brings its row and the rows of its character n-grams
 //!   (precomputed at load); another word brings its n-grams, hashed (FNV-1a over signed
 //!   bytes) into the model's buckets, through the pruning index of a quantized model.
-//!   Word n-grams (`wordNgrams` > 1) follow, hashed from the words' hashes.
+//!   Word n-grams (`wordNgrams` > 1) follow, hashed from the words' hashes. Each
+//!   thread keeps the n-gram rows of the words out of the vocabulary it has met (up to
+//!   2^20 rows), so a repeated word is hashed and looked up once: the same rows in the
+//!   same order, so the same sums.
 //! - The hidden vector is the mean of those rows; the output layer (hierarchical
 //!   softmax, softmax, or one-vs-all sigmoids) gives the labels' log-probabilities.
 //!
 //! Quantized input rows are decoded once at load (each value is the product fastText
 //! computes per lookup, so sums are unchanged).
+
+use std::cell::RefCell;
+
+use hashbrown::HashTable;
+use thread_local::ThreadLocal;
 
 /// fastText's file magic and the newest format version it writes.
 const MAGIC: i32 = 793_712_314;
@@ -63,6 +71,8 @@ pub struct Predictor {
     /// Hierarchical softmax tree: children of each inner node (`-1` for a leaf).
     tree: Vec<(i32, i32)>,
     sigmoid: Vec<f32>,
+    /// Each thread's rows of the words out of the vocabulary it has met.
+    oov: ThreadLocal<RefCell<OovRows>>,
 }
 
 impl std::fmt::Debug for Predictor {
@@ -156,6 +166,113 @@ impl Vocab {
             at = (at + 1) & self.mask;
         }
     }
+}
+
+/// Rows kept for the words out of the vocabulary, at most this many (4 bytes each: 4 MiB,
+/// about 50,000 words of lid.176's n-grams) per thread and model; past it the cache
+/// starts again empty.
+const OOV_ROWS: usize = 1 << 20;
+/// Words longer than this (in bytes) are not kept: long runs without spaces (addresses,
+/// encoded data) rarely repeat and would fill the cache.
+const OOV_WORD_BYTES: usize = 64;
+
+/// The n-gram rows of the words out of the vocabulary that one thread has met: a
+/// word's n-grams are hashed and looked up in the pruning index once, not at each
+/// occurrence. The rows are the ones [`Predictor::subwords`] gives, in its order, so
+/// the sums (and the scores) are the same to the last bit.
+struct OovRows {
+    /// At most this many rows are kept.
+    limit: usize,
+    /// Indices into `words`, by the word's fastText hash (spread by a multiply).
+    table: HashTable<u32>,
+    words: Vec<OovWord>,
+    bytes: Vec<u8>,
+    rows: Vec<u32>,
+}
+
+/// A kept word: its hash, where its bytes are in `OovRows::bytes` and its rows in
+/// `OovRows::rows`.
+#[derive(Clone, Copy)]
+struct OovWord {
+    hash: u32,
+    bytes: (u32, u32),
+    rows: (u32, u32),
+}
+
+impl Default for OovRows {
+    fn default() -> Self {
+        OovRows::with_limit(OOV_ROWS)
+    }
+}
+
+impl OovRows {
+    fn with_limit(limit: usize) -> Self {
+        OovRows {
+            limit,
+            table: HashTable::new(),
+            words: Vec::new(),
+            bytes: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn spread(h: u32) -> u64 {
+        u64::from(h).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// Where in `rows` the rows of `word` (hashed to `h`) are; the first time, `make`
+    /// appends them to the vector it is given.
+    fn rows_of(
+        &mut self,
+        word: &[u8],
+        h: u32,
+        make: impl FnOnce(&mut Vec<u32>),
+    ) -> std::ops::Range<usize> {
+        let OovRows {
+            limit,
+            table,
+            words,
+            bytes,
+            rows,
+        } = self;
+        let found = table.find(Self::spread(h), |&i| {
+            let w = words[i as usize];
+            w.hash == h && &bytes[w.bytes.0 as usize..w.bytes.1 as usize] == word
+        });
+        if let Some(&i) = found {
+            let (s, e) = words[i as usize].rows;
+            return s as usize..e as usize;
+        }
+        if rows.len() >= *limit {
+            table.clear();
+            words.clear();
+            bytes.clear();
+            rows.clear();
+        }
+        let start = rows.len();
+        make(rows);
+        let span = (bytes.len() as u32, (bytes.len() + word.len()) as u32);
+        bytes.extend_from_slice(word);
+        words.push(OovWord {
+            hash: h,
+            bytes: span,
+            rows: (start as u32, rows.len() as u32),
+        });
+        let i = (words.len() - 1) as u32;
+        table.insert_unique(Self::spread(h), i, |&i| {
+            Self::spread(words[i as usize].hash)
+        });
+        start..rows.len()
+    }
+}
+
+/// `word` between fastText's `<` and `>`, in `buf`.
+fn bracketed<'a>(buf: &'a mut Vec<u8>, word: &[u8]) -> &'a [u8] {
+    buf.clear();
+    buf.push(b'<');
+    buf.extend_from_slice(word);
+    buf.push(b'>');
+    buf
 }
 
 /// fastText's word hash: FNV-1a over the bytes taken as signed chars.
@@ -491,6 +608,7 @@ impl Predictor {
             loss,
             tree: Vec::new(),
             sigmoid: Vec::new(),
+            oov: ThreadLocal::new(),
         };
         // Rows of each in-vocabulary word, as fastText's `initNgrams`.
         let mut rows = Vec::new();
@@ -625,6 +743,7 @@ impl Predictor {
             count += 1;
         };
         let mut buf = Vec::new();
+        let mut oov = self.oov.get_or_default().borrow_mut();
         // One word, as fastText's `getLine` takes it; `true` when it ends the line (the
         // end-of-sentence word, whether a newline made it or the text holds `</s>`).
         let mut token = |word: &[u8], add: &mut dyn FnMut(u32)| -> bool {
@@ -643,12 +762,16 @@ impl Predictor {
                             add(row);
                         }
                     }
+                    None if word != EOS && word.len() > OOV_WORD_BYTES => {
+                        self.subwords(bracketed(&mut buf, word), &mut *add);
+                    }
                     None if word != EOS => {
-                        buf.clear();
-                        buf.push(b'<');
-                        buf.extend_from_slice(word);
-                        buf.push(b'>');
-                        self.subwords(&buf, &mut *add);
+                        let rows = oov.rows_of(word, h, |rows| {
+                            self.subwords(bracketed(&mut buf, word), |r| rows.push(r));
+                        });
+                        for &row in &oov.rows[rows] {
+                            add(row);
+                        }
                     }
                     None => {}
                 }
@@ -888,6 +1011,36 @@ mod tests {
         // Counts 5, 3, 1: leaves 2 and 1 join first (node 3, count 4), then node 3
         // and leaf 0 (node 4, the root).
         assert_eq!(huffman(&[5, 3, 1]), vec![(2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn oov_rows_are_kept_by_word_and_dropped_at_the_limit() {
+        // Rows made from the word's bytes, so a wrong entry shows; words given the same
+        // hash must still be told apart by their bytes.
+        let make_rows = |word: &[u8]| -> Vec<u32> {
+            word.iter()
+                .enumerate()
+                .map(|(i, &b)| u32::from(b) * 100 + i as u32)
+                .collect()
+        };
+        let mut cache = OovRows::with_limit(10);
+        let words: [&[u8]; 9] = [
+            b"abc", b"xyz", b"abc", b"q", b"abcd", b"xyz", b"zz", b"abc", b"zz",
+        ];
+        let mut made = 0;
+        for word in words {
+            // Every word hashed alike: the bytes decide.
+            let range = cache.rows_of(word, 42, |rows| {
+                made += 1;
+                rows.extend(make_rows(word));
+            });
+            assert_eq!(cache.rows[range], make_rows(word)[..], "{word:?}");
+            assert!(cache.rows.len() <= 10 + word.len());
+        }
+        // abc, xyz, q and abcd made (3 + 3 + 1 + 4 = 11 rows, past the limit), xyz still
+        // found; zz is new, so the cache starts again with it, and abc is made again.
+        assert_eq!(made, 6);
+        assert_eq!(cache.words.len(), 2);
     }
 
     #[test]
