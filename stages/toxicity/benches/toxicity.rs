@@ -1,7 +1,7 @@
-//! Kernel speed on one thread: the word-list matcher and the classifier (document and
-//! fraction modes) on the fixture documents, with a model trained on the labelled
-//! fixtures. `cargo bench -p toxicity`. Whole-stage documents/s, alone and fused after
-//! extract → langid → quality: scripts/bench-filters.sh.
+//! Kernel speed on one thread: the word-list matcher, the classifier (document and
+//! fraction modes) and the `words` input form on the fixture documents, with a model
+//! trained on the labelled fixtures. `cargo bench -p toxicity`. Whole-stage documents/s,
+//! alone and fused after extract → langid → quality: scripts/bench-filters.sh.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -74,6 +74,13 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    group.bench_function("normalize_words", |b| {
+        b.iter(|| {
+            for d in &docs {
+                black_box(toxicity::normalize::Normalize::Words.line(&d.text));
+            }
+        })
+    });
     group.finish();
 }
 

@@ -54,7 +54,12 @@ fn words_line(text: &str) -> String {
                 }
                 in_word = true;
                 after_letter = c.is_alphabetic();
-                out.extend(c.to_lowercase());
+                if c.is_ascii() {
+                    // Most of web text: one byte, no case-mapping iterator.
+                    out.push(c.to_ascii_lowercase());
+                } else {
+                    out.extend(c.to_lowercase());
+                }
             } else if matches!(c, '\'' | '\u{2019}')
                 && after_letter
                 && chars.peek().is_some_and(|n| n.is_alphabetic())
