@@ -31,6 +31,7 @@ pub mod http;
 pub mod urlfilter;
 pub mod warc;
 
+use std::borrow::Cow;
 use std::io::{BufReader, Read};
 
 use pipeline::shard::ShardOptions;
@@ -251,7 +252,22 @@ impl WarcBatches {
                     if !http::is_html(&response.media_type, &response.payload) {
                         return Err(Drop("not_html"));
                     }
-                    (response.payload.into_owned(), response.charset, false)
+                    let charset = response.charset;
+                    let payload = match response.payload {
+                        // The body is a piece of the block: the block is cut down to it
+                        // in place, not copied into a new buffer.
+                        Cow::Borrowed(body) => match range_within(&record.block, body) {
+                            Some(range) => {
+                                let mut block = record.block;
+                                block.truncate(range.end);
+                                block.drain(..range.start);
+                                block
+                            }
+                            None => body.to_vec(),
+                        },
+                        Cow::Owned(body) => body,
+                    };
+                    (payload, charset, false)
                 }
                 _ => {
                     let (media_type, charset) = http::split_content_type(&record.content_type);
@@ -374,6 +390,13 @@ impl Iterator for WarcBatches {
         }
         Some(Ok(batch))
     }
+}
+
+/// Where `inner` lies in `outer`, when it is a piece of it.
+fn range_within(outer: &[u8], inner: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
+    let end = start.checked_add(inner.len())?;
+    (end <= outer.len()).then_some(start..end)
 }
 
 /// Adds `n` to the entry `name` of a list of counts (nothing when `n` is 0).
@@ -572,6 +595,16 @@ pub fn step(storage: &Storage, config: &Config) -> pipeline::Result<Step> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_of_a_buffer_is_found_where_it_lies() {
+        let outer = b"HTTP/1.1 200 OK\r\n\r\n<p>body</p>".to_vec();
+        let body = &outer[19..];
+        assert_eq!(range_within(&outer, body), Some(19..outer.len()));
+        assert_eq!(range_within(&outer, &outer[2..5]), Some(2..5));
+        let elsewhere = outer.clone();
+        assert_eq!(range_within(&outer, &elsewhere[19..]), None);
+    }
 
     #[test]
     fn config_defaults() {
