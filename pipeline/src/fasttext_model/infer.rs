@@ -160,7 +160,7 @@ impl Vocab {
             }
             let id = slot as usize - 1;
             let (s, e) = self.spans[id];
-            if self.hashes[id] == h && &self.bytes[s as usize..e as usize] == word {
+            if self.hashes[id] == h && same_bytes(&self.bytes[s as usize..e as usize], word) {
                 return Some(id);
             }
             at = (at + 1) & self.mask;
@@ -237,7 +237,7 @@ impl OovRows {
         } = self;
         let found = table.find(Self::spread(h), |&i| {
             let w = words[i as usize];
-            w.hash == h && &bytes[w.bytes.0 as usize..w.bytes.1 as usize] == word
+            w.hash == h && same_bytes(&bytes[w.bytes.0 as usize..w.bytes.1 as usize], word)
         });
         if let Some(&i) = found {
             let (s, e) = words[i as usize].rows;
@@ -263,6 +263,28 @@ impl OovRows {
             Self::spread(words[i as usize].hash)
         });
         start..rows.len()
+    }
+}
+
+/// `a == b` for byte strings, without a call to `memcmp` for the short ones (most
+/// words): up to 16 bytes, two loads of each that overlap and cover every byte.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    fn at<const N: usize>(s: &[u8], i: usize) -> [u8; N] {
+        let mut x = [0u8; N];
+        x.copy_from_slice(&s[i..i + N]);
+        x
+    }
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => at::<4>(a, 0) == at::<4>(b, 0) && at::<4>(a, n - 4) == at::<4>(b, n - 4),
+        8..=16 => at::<8>(a, 0) == at::<8>(b, 0) && at::<8>(a, n - 8) == at::<8>(b, n - 8),
+        _ => a == b,
     }
 }
 
@@ -1011,6 +1033,27 @@ mod tests {
         // Counts 5, 3, 1: leaves 2 and 1 join first (node 3, count 4), then node 3
         // and leaf 0 (node 4, the root).
         assert_eq!(huffman(&[5, 3, 1]), vec![(2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        // Every length up to 40 against itself, a copy, one byte changed at each place,
+        // and one byte shorter or longer.
+        let text: Vec<u8> = (0..41u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for n in 0..=40 {
+            let a = &text[..n];
+            let copy = a.to_vec();
+            assert!(same_bytes(a, &copy), "{n}");
+            for i in 0..n {
+                let mut other = copy.clone();
+                other[i] ^= 1;
+                assert!(!same_bytes(a, &other), "{n} {i}");
+            }
+            assert!(!same_bytes(a, &text[..n + 1]), "{n}");
+            if n > 0 {
+                assert!(!same_bytes(a, &text[..n - 1]), "{n}");
+            }
+        }
     }
 
     #[test]
