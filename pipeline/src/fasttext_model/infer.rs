@@ -12,7 +12,7 @@
 //!   bytes) into the model's buckets, through the pruning index of a quantized model.
 //!   Word n-grams (`wordNgrams` > 1) follow, hashed from the words' hashes. Each
 //!   thread keeps the n-gram rows of the words out of the vocabulary it has met (up to
-//!   2^20 rows), so a repeated word is hashed and looked up once: the same rows in the
+//!   4 MiB), so a repeated word is hashed and looked up once: the same rows in the
 //!   same order, so the same sums.
 //! - The hidden vector is the mean of those rows; the output layer (hierarchical
 //!   softmax, softmax, or one-vs-all sigmoids) gives the labels' log-probabilities.
@@ -168,10 +168,9 @@ impl Vocab {
     }
 }
 
-/// Rows kept for the words out of the vocabulary, at most this many (4 bytes each: 4 MiB,
-/// about 50,000 words of lid.176's n-grams) per thread and model; past it the cache
-/// starts again empty.
-const OOV_ROWS: usize = 1 << 20;
+/// Bytes a thread's cache for one model holds at most (its rows, words and entries: 4
+/// MiB, about 40,000 words of lid.176's n-grams); past it the cache starts again empty.
+const OOV_BYTES: usize = 4 << 20;
 /// Words longer than this (in bytes) are not kept: long runs without spaces (addresses,
 /// encoded data) rarely repeat and would fill the cache.
 const OOV_WORD_BYTES: usize = 64;
@@ -181,11 +180,10 @@ const OOV_WORD_BYTES: usize = 64;
 /// occurrence. The rows are the ones [`Predictor::subwords`] gives, in its order, so
 /// the sums (and the scores) are the same to the last bit.
 struct OovRows {
-    /// At most this many rows are kept.
+    /// At most this many bytes are held (see [`OovRows::held`]).
     limit: usize,
-    /// Indices into `words`, by the word's fastText hash (spread by a multiply).
-    table: HashTable<u32>,
-    words: Vec<OovWord>,
+    /// The kept words, by their fastText hash (spread by a multiply).
+    table: HashTable<OovWord>,
     bytes: Vec<u8>,
     rows: Vec<u32>,
 }
@@ -201,7 +199,7 @@ struct OovWord {
 
 impl Default for OovRows {
     fn default() -> Self {
-        OovRows::with_limit(OOV_ROWS)
+        OovRows::with_limit(OOV_BYTES)
     }
 }
 
@@ -210,7 +208,6 @@ impl OovRows {
         OovRows {
             limit,
             table: HashTable::new(),
-            words: Vec::new(),
             bytes: Vec::new(),
             rows: Vec::new(),
         }
@@ -218,6 +215,13 @@ impl OovRows {
 
     fn spread(h: u32) -> u64 {
         u64::from(h).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// Bytes held: rows, word bytes and the entries (a word without rows counts too).
+    fn held(&self) -> usize {
+        self.rows.len() * size_of::<u32>()
+            + self.bytes.len()
+            + self.table.len() * (size_of::<OovWord>() + 1)
     }
 
     /// Where in `rows` the rows of `word` (hashed to `h`) are; the first time, `make`
@@ -228,41 +232,31 @@ impl OovRows {
         h: u32,
         make: impl FnOnce(&mut Vec<u32>),
     ) -> std::ops::Range<usize> {
-        let OovRows {
-            limit,
-            table,
-            words,
-            bytes,
-            rows,
-        } = self;
-        let found = table.find(Self::spread(h), |&i| {
-            let w = words[i as usize];
-            w.hash == h && same_bytes(&bytes[w.bytes.0 as usize..w.bytes.1 as usize], word)
+        let found = self.table.find(Self::spread(h), |w| {
+            w.hash == h && same_bytes(&self.bytes[w.bytes.0 as usize..w.bytes.1 as usize], word)
         });
-        if let Some(&i) = found {
-            let (s, e) = words[i as usize].rows;
-            return s as usize..e as usize;
+        if let Some(w) = found {
+            return w.rows.0 as usize..w.rows.1 as usize;
         }
-        if rows.len() >= *limit {
-            table.clear();
-            words.clear();
-            bytes.clear();
-            rows.clear();
+        if self.held() >= self.limit {
+            self.table.clear();
+            self.bytes.clear();
+            self.rows.clear();
         }
-        let start = rows.len();
-        make(rows);
-        let span = (bytes.len() as u32, (bytes.len() + word.len()) as u32);
-        bytes.extend_from_slice(word);
-        words.push(OovWord {
+        let start = self.rows.len();
+        make(&mut self.rows);
+        let entry = OovWord {
             hash: h,
-            bytes: span,
-            rows: (start as u32, rows.len() as u32),
-        });
-        let i = (words.len() - 1) as u32;
-        table.insert_unique(Self::spread(h), i, |&i| {
-            Self::spread(words[i as usize].hash)
-        });
-        start..rows.len()
+            bytes: (
+                self.bytes.len() as u32,
+                (self.bytes.len() + word.len()) as u32,
+            ),
+            rows: (start as u32, self.rows.len() as u32),
+        };
+        self.bytes.extend_from_slice(word);
+        self.table
+            .insert_unique(Self::spread(h), entry, |w| Self::spread(w.hash));
+        start..self.rows.len()
     }
 }
 
@@ -642,11 +636,7 @@ impl Predictor {
             let (s, e) = predictor.vocab.spans[id];
             let word = &predictor.vocab.bytes[s as usize..e as usize];
             if word != EOS {
-                buf.clear();
-                buf.push(b'<');
-                buf.extend_from_slice(word);
-                buf.push(b'>');
-                predictor.subwords(&buf, |row| rows.push(row));
+                predictor.subwords(bracketed(&mut buf, word), |row| rows.push(row));
             }
             word_rows.push((start, rows.len() as u32));
         }
@@ -1066,7 +1056,10 @@ mod tests {
                 .map(|(i, &b)| u32::from(b) * 100 + i as u32)
                 .collect()
         };
-        let mut cache = OovRows::with_limit(10);
+        let entry = size_of::<OovWord>() + 1;
+        // Exactly abc, xyz and q with their rows and bytes: the limit is reached there.
+        let limit = 3 * entry + (3 + 3 + 1) * 5;
+        let mut cache = OovRows::with_limit(limit);
         let words: [&[u8]; 9] = [
             b"abc", b"xyz", b"abc", b"q", b"abcd", b"xyz", b"zz", b"abc", b"zz",
         ];
@@ -1078,12 +1071,18 @@ mod tests {
                 rows.extend(make_rows(word));
             });
             assert_eq!(cache.rows[range], make_rows(word)[..], "{word:?}");
-            assert!(cache.rows.len() <= 10 + word.len());
         }
-        // abc, xyz, q and abcd made (3 + 3 + 1 + 4 = 11 rows, past the limit), xyz still
-        // found; zz is new, so the cache starts again with it, and abc is made again.
-        assert_eq!(made, 6);
-        assert_eq!(cache.words.len(), 2);
+        // abc, xyz and q made, abc found between them; abcd finds the cache full and
+        // starts it again; xyz and zz made, which passes the limit; abc starts it again
+        // and zz is made once more.
+        assert_eq!(made, 8);
+        assert_eq!(cache.table.len(), 2);
+        // Words without rows count too: the cache stays bounded.
+        let mut cache = OovRows::with_limit(10 * entry);
+        for n in 0..1000u32 {
+            cache.rows_of(&n.to_le_bytes(), n, |_| {});
+            assert!(cache.held() <= 10 * entry + entry + 4, "{n}");
+        }
     }
 
     #[test]
