@@ -16,7 +16,8 @@ port="$(python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1]
 log="${TMPDIR:-/tmp}/tokenmill-s3-$port.log"
 python3 -m moto.server -H "$s3_host" -p "$port" >"$log" 2>&1 &
 s3_pid=$!
-trap 'kill "$s3_pid" 2>/dev/null || true' EXIT
+# The log goes with the server (a failed start prints it first).
+trap 'kill "$s3_pid" 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 100); do
   if python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
     break

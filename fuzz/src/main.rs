@@ -82,6 +82,7 @@ fn main() -> anyhow::Result<()> {
         }
         broken += s.findings.len();
     }
+    fuzz::targets::remove_scratch();
     if broken > 0 {
         anyhow::bail!(
             "{broken} inputs broke a contract; saved under {}",

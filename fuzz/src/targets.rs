@@ -209,11 +209,28 @@ const TOML_TOKENS: &[&[u8]] = &[
     b"[submit.slurm]\n",
 ];
 
-/// A folder for inputs that must be files (the Parquet and JSONL readers).
+/// The folder for inputs that must be files, once made.
+static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+
+/// A folder for inputs that must be files (the Parquet and JSONL readers), kept for
+/// the process's life: [`remove_scratch`] removes it (a `TempDir` in a `static` would
+/// never be dropped, and so never removed).
 fn scratch() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary folder for fuzz inputs"))
-        .path()
+    SCRATCH.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("mill-fuzz-")
+            .tempdir()
+            .expect("a temporary folder for fuzz inputs")
+            .keep()
+    })
+}
+
+/// Removes the folder of file inputs, if a target made it; call it once the targets
+/// have run (it is not made again in this process).
+pub fn remove_scratch() {
+    if let Some(dir) = SCRATCH.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Every target.

@@ -21,6 +21,7 @@ fn found_inputs_keep_their_contract() {
             replayed += 1;
         }
     }
+    fuzz::targets::remove_scratch();
     eprintln!("{replayed} found inputs replayed");
 }
 
@@ -38,6 +39,7 @@ fn every_target_has_seeds_that_parse() {
             );
         }
     }
+    fuzz::targets::remove_scratch();
 }
 
 #[test]

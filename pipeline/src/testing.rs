@@ -401,6 +401,66 @@ pub fn scratch(root: &tempfile::TempDir, name: &str) -> PathBuf {
     root.path().join(name)
 }
 
+/// A folder that `make` fills once for each build of the calling test binary, shared by
+/// all its test processes (nextest runs every test in a process of its own), below
+/// `tmp` (pass `env!("CARGO_TARGET_TMPDIR")`, which `cargo clean` empties).
+///
+/// A temporary folder held in a `static` is never dropped, so a fixture trained into
+/// one is left behind by every test process; this one is made once and kept in one
+/// place. The folder is named after the test binary's size and modification time, so
+/// a rebuilt binary makes it anew (and removes the older builds' folders); processes
+/// that race take turns on a file lock, and a folder whose `make` did not finish is
+/// made again.
+pub fn shared_dir(tmp: &str, name: &str, make: impl FnOnce(&Path)) -> PathBuf {
+    let root = Path::new(tmp).join(name);
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let meta = std::fs::metadata(&exe).expect("the test binary's metadata");
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let build = format!("{:x}-{modified:x}", meta.len());
+    let dir = root.join(&build);
+    let complete = dir.join(".complete");
+    if complete.exists() {
+        return dir;
+    }
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    let lock_path = root.join(".lock");
+    let lock = std::fs::File::create(&lock_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", lock_path.display()));
+    lock.lock()
+        .unwrap_or_else(|e| panic!("locking {}: {e}", lock_path.display()));
+    if !complete.exists() {
+        for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            if entry.file_name() != ".lock" {
+                // Another build's folder, or this one left half made: made anew below.
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        make(&dir);
+        std::fs::write(&complete, b"").unwrap_or_else(|e| panic!("{}: {e}", complete.display()));
+    }
+    dir
+}
+
+/// Writes `text` to the file `name` below `tmp` (pass `env!("CARGO_TARGET_TMPDIR")`)
+/// and returns its path: one file for every test process that writes the same text
+/// (a write to a file of the process's own, renamed into place), not one per process.
+pub fn config_file(tmp: &str, name: &str, text: &str) -> PathBuf {
+    let path = Path::new(tmp).join(name);
+    if std::fs::read(&path).is_ok_and(|b| b == text.as_bytes()) {
+        return path;
+    }
+    let part = Path::new(tmp).join(format!("{name}.{}", std::process::id()));
+    std::fs::create_dir_all(tmp).unwrap_or_else(|e| panic!("{tmp}: {e}"));
+    std::fs::write(&part, text).unwrap_or_else(|e| panic!("{}: {e}", part.display()));
+    std::fs::rename(&part, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
+}
+
 /// Waits for a TCP port on loopback to accept connections.
 pub fn wait_for_port(port: u16, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;

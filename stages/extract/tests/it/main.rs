@@ -11,7 +11,7 @@ use std::process::Command;
 
 use extract::Config;
 use pipeline::shard::read_all_documents;
-use pipeline::testing::{Conformance, check};
+use pipeline::testing::{Conformance, check, config_file};
 use pipeline::{Document, Location, RunOptions, Storage, run};
 
 fn root() -> PathBuf {
@@ -39,10 +39,8 @@ fn binary(args: Vec<String>) -> Command {
     cmd.current_dir(root());
     cmd.args(args);
     // The same config as the in-process runs (absolute list paths), so markers match.
-    let dir = std::env::temp_dir().join(format!("extract-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("config dir");
-    let path = dir.join("extract.toml");
-    std::fs::write(&path, toml::to_string(&config()).expect("config as TOML")).expect("config");
+    let text = toml::to_string(&config()).expect("config as TOML");
+    let path = config_file(env!("CARGO_TARGET_TMPDIR"), "extract-it.toml", &text);
     cmd.arg("--config").arg(path);
     cmd
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use langid::{Config, LangId};
-use pipeline::testing::{Conformance, check};
+use pipeline::testing::{Conformance, check, config_file};
 use pipeline::{Location, RunOptions, Storage, run};
 
 fn root() -> PathBuf {
@@ -134,14 +134,8 @@ fn binary(args: Vec<String>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mill-langid"));
     cmd.args(args);
     if let Some(model) = model() {
-        let dir = std::env::temp_dir().join(format!("langid-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("config dir");
-        let path = dir.join("langid.toml");
-        std::fs::write(
-            &path,
-            format!("model = {model:?}\nlanguages = [\"en\", \"de\", \"ja\"]\n"),
-        )
-        .expect("config");
+        let text = format!("model = {model:?}\nlanguages = [\"en\", \"de\", \"ja\"]\n");
+        let path = config_file(env!("CARGO_TARGET_TMPDIR"), "langid-it.toml", &text);
         cmd.arg("--config").arg(path);
     }
     cmd

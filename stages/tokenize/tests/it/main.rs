@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use pipeline::testing::snapshot;
+use pipeline::testing::{shared_dir, snapshot};
 use pipeline::{Location, RunOptions, Storage};
 use tokenize::merge::{gather, scatter};
 use tokenize::{EncodeConfig, EncoderKind, Index, Loaded, MergeConfig, TrainConfig, read_manifest};
@@ -53,20 +53,20 @@ fn small_train() -> TrainConfig {
 }
 
 /// One tokenizer trained on the fixtures, shared by the tests.
-fn tokenizer() -> &'static (tempfile::TempDir, PathBuf) {
-    static T: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+fn tokenizer() -> &'static (PathBuf, PathBuf) {
+    static T: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     T.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Storage::new();
-        let report = tokenize::train(
-            &storage,
-            &Location::Local(docs_dir()),
-            &Location::Local(dir.path().to_path_buf()),
-            &small_train(),
-        )
-        .expect("train");
-        assert_eq!(report.vocab_size, 1200, "{report:?}");
-        let path = dir.path().join("tokenizer.json");
+        let dir = shared_dir(env!("CARGO_TARGET_TMPDIR"), "tokenize-trained", |dir| {
+            let report = tokenize::train(
+                &Storage::new(),
+                &Location::Local(docs_dir()),
+                &Location::Local(dir.to_path_buf()),
+                &small_train(),
+            )
+            .expect("train");
+            assert_eq!(report.vocab_size, 1200, "{report:?}");
+        });
+        let path = dir.join("tokenizer.json");
         (dir, path)
     })
 }
@@ -141,7 +141,7 @@ fn golden_training_and_shards() {
     encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
     let storage = Storage::new();
     let report: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(tokenizer().0.path().join("train.json")).expect("train.json"),
+        &std::fs::read(tokenizer().0.join("train.json")).expect("train.json"),
     )
     .expect("json");
     let m = read_manifest(&storage, &Location::Local(out.path().to_path_buf())).expect("m");

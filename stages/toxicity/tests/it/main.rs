@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use pipeline::testing::{Conformance, check, golden};
+use pipeline::testing::{Conformance, check, golden, shared_dir};
 use pipeline::{Document, Location, RunOptions, Stage, Storage, Value, Verdict};
 use toxicity::{Classifier, ClassifierConfig, Config, Mode, TrainConfig, Unit};
 
@@ -17,29 +17,28 @@ fn fixture(rel: &str) -> PathBuf {
     root().join("fixtures/toxicity").join(rel)
 }
 
-/// A classifier trained once on the labelled fixtures, shared by the tests.
-fn trained() -> &'static (tempfile::TempDir, toxicity::TrainReport) {
-    static T: OnceLock<(tempfile::TempDir, toxicity::TrainReport)> = OnceLock::new();
+/// A classifier trained once on the labelled fixtures (once per build of this test
+/// binary, whose tests share it), and what training reported.
+fn trained() -> &'static (PathBuf, toxicity::TrainReport) {
+    static T: OnceLock<(PathBuf, toxicity::TrainReport)> = OnceLock::new();
     T.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let report = toxicity::train::train(
-            &Storage::new(),
-            &Location::Local(fixture("labelled")),
-            &Location::Local(dir.path().to_path_buf()),
-            &TrainConfig::default(),
-        )
-        .expect("train");
+        let dir = shared_dir(env!("CARGO_TARGET_TMPDIR"), "toxicity-trained", |dir| {
+            toxicity::train::train(
+                &Storage::new(),
+                &Location::Local(fixture("labelled")),
+                &Location::Local(dir.to_path_buf()),
+                &TrainConfig::default(),
+            )
+            .expect("train");
+        });
+        let json = std::fs::read(dir.join(toxicity::train::REPORT_FILE)).expect("train.json");
+        let report = serde_json::from_slice(&json).expect("train.json parses");
         (dir, report)
     })
 }
 
 fn model_path() -> String {
-    trained()
-        .0
-        .path()
-        .join("model.bin")
-        .to_string_lossy()
-        .to_string()
+    trained().0.join("model.bin").to_string_lossy().to_string()
 }
 
 fn classifier(mode: Mode) -> ClassifierConfig {
