@@ -18,7 +18,7 @@ cargo build --release --locked --workspace --examples >/dev/null
 bin=target/release/examples/loader_bench
 work="$(mktemp -d)"
 s3s_pid=""
-trap 'rm -rf "$work"; kill "$s3_pid" $s3s_pid 2>/dev/null || true' EXIT
+trap 'rm -rf "$work" "$log"; kill "$s3_pid" $s3s_pid 2>/dev/null || true' EXIT
 # One server's figure: shards written through it, then read for SECONDS.
 bench_s3() {  # endpoint label
   AWS_ENDPOINT_URL="$1" python3 - <<PY
