@@ -588,3 +588,68 @@ pub fn python_reference(script: &Path, input: Vec<u8>) -> Option<String> {
     }
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn a_shared_folder_is_made_once_and_a_half_made_one_again() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tmp_str = tmp.path().to_str().expect("a UTF-8 path");
+        let made = AtomicUsize::new(0);
+        let make = |d: &Path| {
+            made.fetch_add(1, Ordering::SeqCst);
+            assert!(
+                !d.join("junk").exists(),
+                "a half-made folder was not emptied"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+            std::fs::write(d.join("fixture"), b"made").expect("write");
+        };
+        // Four racing callers (flock locks of separate opens exclude each other in one
+        // process too): one makes it, the others wait and use it.
+        let dirs: Vec<PathBuf> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| shared_dir(tmp_str, "fixture", make)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("join"))
+                .collect()
+        });
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(dirs.iter().all(|d| d == &dirs[0]), "{dirs:?}");
+        assert_eq!(
+            std::fs::read(dirs[0].join("fixture")).expect("read"),
+            b"made"
+        );
+        // A folder whose making did not finish, and another build's folder: both go.
+        std::fs::remove_file(dirs[0].join(".complete")).expect("remove");
+        std::fs::write(dirs[0].join("junk"), b"").expect("write");
+        let other = tmp.path().join("fixture/other-build");
+        std::fs::create_dir_all(&other).expect("mkdir");
+        assert_eq!(shared_dir(tmp_str, "fixture", make), dirs[0]);
+        assert_eq!(made.load(Ordering::SeqCst), 2);
+        assert!(!other.exists());
+    }
+
+    #[test]
+    fn a_config_file_is_one_file_with_the_last_text() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tmp_str = tmp.path().to_str().expect("a UTF-8 path");
+        let a = config_file(tmp_str, "c.toml", "x = 1\n");
+        let b = config_file(tmp_str, "c.toml", "x = 1\n");
+        assert_eq!(a, b);
+        let c = config_file(tmp_str, "c.toml", "x = 2\n");
+        assert_eq!(std::fs::read_to_string(&c).expect("read"), "x = 2\n");
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, vec!["c.toml"], "no per-process files left");
+    }
+}
