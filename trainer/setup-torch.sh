@@ -14,14 +14,15 @@ if ! "$venv/bin/python" -c '
 import sys, torch, transformers
 sys.exit(torch.__version__.split("+")[0] != "2.11.0" or transformers.__version__ != "5.25.0")' 2>/dev/null; then
   # torch with its CUDA libraries takes about 5 GB here; without the room pip fails
-  # deep in an unpack, so say so first.
+  # deep in an unpack, so say so first. A venv of other versions, or one left half
+  # installed, goes first (its room counts).
+  rm -rf "$venv"
   mkdir -p .cache
   free_kib=$(df -Pk .cache | awk 'NR == 2 { print $4 }')
   if [ "$free_kib" -lt $((6 * 1024 * 1024)) ]; then
     echo "trainer/setup-torch.sh: $((free_kib / 1024)) MiB free under .cache; torch needs about 6 GiB" >&2
     false
   fi
-  rm -rf "$venv"
   python3 -m venv "$venv"
   # No pip cache: it would keep a second copy of the wheels (gigabytes) after the install.
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
