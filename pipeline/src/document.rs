@@ -33,6 +33,10 @@ pub struct Document {
     /// Events stages counted on this document without dropping it (PII replaced, by
     /// kind), added to the input's [`crate::Stats::counts`]. Never written to shards.
     pub counts: Vec<(&'static str, u64)>,
+    /// Values stages measured on this document whose distribution the run keeps (a
+    /// classifier's score), by the name of a measure the stage declared
+    /// ([`crate::Stage::measures`]). Never written to shards.
+    pub measures: Vec<(&'static str, f32)>,
 }
 
 /// Undecoded bytes of a document, with what their container said about them.
@@ -73,6 +77,14 @@ impl Document {
         }
     }
 
+    /// Records `value` of the measure `name` (see [`Document::measures`]).
+    pub fn measure(&mut self, name: &'static str, value: f32) {
+        match self.measures.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.measures.push((name, value)),
+        }
+    }
+
     /// The value of a stage-declared column, if set.
     pub fn annotation(&self, column: &str) -> Option<&Value> {
         self.annotations
@@ -86,6 +98,7 @@ impl Document {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     F64(f64),
+    F32(f32),
     I64(i64),
     Bool(bool),
     Str(String),
@@ -95,6 +108,7 @@ pub enum Value {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnKind {
     F64,
+    F32,
     I64,
     Bool,
     Str,

@@ -1,7 +1,10 @@
 //! Loading a fastText model (`.bin` or `.ftz`) from any storage address, for the stages
-//! that classify text (language ID, toxicity). Behind the `fasttext` feature.
+//! that classify text (language ID, toxicity, quality classifiers). Behind the
+//! `fasttext` feature; their training ([`train`]) behind `fasttext-train`.
 
 pub mod infer;
+#[cfg(feature = "fasttext-train")]
+pub mod train;
 
 use crate::error::{Error, Result};
 use crate::storage::{Location, Storage};

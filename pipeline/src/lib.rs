@@ -19,6 +19,7 @@ pub mod marker;
 pub mod progress;
 pub mod runner;
 pub mod shard;
+pub mod sketch;
 pub mod source;
 pub mod stats;
 pub mod storage;
@@ -31,7 +32,7 @@ pub mod world;
 pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};
 pub use runner::{
-    InputStage, Partition, Plan, Planned, Report, RowStage, RunOptions, Stage, Step, Unit,
+    InputStage, Measure, Partition, Plan, Planned, Report, RowStage, RunOptions, Stage, Step, Unit,
     UnitDone, UnitPlan, Verdict, plan, plan_units, run, run_units,
 };
 pub use source::{DocBatch, DocumentSource, Source};

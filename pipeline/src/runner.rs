@@ -35,7 +35,42 @@ pub trait Stage: Send + Sync {
     }
     /// Looks at one document.
     fn process(&self, doc: &mut Document) -> Verdict;
+    /// Values this stage records with [`Document::measure`], whose distribution the
+    /// run keeps per input: a histogram in the stats, and a quantile sketch beside the
+    /// marker when the measure asks for one.
+    fn measures(&self) -> Vec<Measure> {
+        Vec::new()
+    }
+    /// Whether the runner should hand this stage the documents of a batch together
+    /// ([`Stage::process_batch`]): a model that batches its work (a transformer).
+    fn batched(&self) -> bool {
+        false
+    }
+    /// Looks at the documents of one batch that the stages before it kept, together,
+    /// from a thread of the run's pool (it may split the work on the pool itself);
+    /// returns a verdict per document, in order. Called only when
+    /// [`Stage::batched`] says so.
+    fn process_batch(&self, docs: &mut [&mut Document]) -> Vec<Verdict> {
+        docs.iter_mut().map(|d| self.process(d)).collect()
+    }
 }
+
+/// A value a stage measures on documents ([`Stage::measures`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measure {
+    /// Its name, as [`Document::measure`] records it.
+    pub name: &'static str,
+    /// The histogram's range and bins (values outside fall in the edge bins).
+    pub lo: f64,
+    pub hi: f64,
+    pub bins: usize,
+    /// Also keep a quantile sketch of the values of the documents each input kept, in
+    /// `<output>/_sketches/<stem>/<name>.kll` ([`crate::sketch::Sketch`]).
+    pub sketch: bool,
+}
+
+/// Folder of the per-input quantile sketches below a step's output.
+pub const SKETCH_DIR: &str = "_sketches";
 
 /// Work that depends on which input is read and on each document's row in it (dedup's
 /// filter: that input's removal list, by row). The runner binds it to each input before
@@ -173,6 +208,98 @@ impl Step {
             }
             None => Verdict::Keep,
         }
+    }
+
+    /// The verdicts on one batch of documents: stages in order (the first drop wins),
+    /// each document on its own thread, except that a batched stage sees the
+    /// documents still kept together; then the per-input stage.
+    fn verdicts(
+        &self,
+        bound: Option<&dyn RowStage>,
+        docs: &mut [Document],
+        first_row: u64,
+        spent: &[AtomicU64],
+    ) -> Vec<Verdict> {
+        if !self.stages.iter().any(|s| s.batched()) {
+            return docs
+                .par_iter_mut()
+                .enumerate()
+                .map(|(i, d)| self.verdict(bound, d, first_row + i as u64, spent))
+                .collect();
+        }
+        let mut verdicts = vec![Verdict::Keep; docs.len()];
+        let mut i = 0;
+        while i < self.stages.len() {
+            if self.stages[i].batched() {
+                let start = Instant::now();
+                let alive: Vec<usize> = (0..docs.len())
+                    .filter(|&k| verdicts[k] == Verdict::Keep)
+                    .collect();
+                let mut refs: Vec<&mut Document> = docs
+                    .iter_mut()
+                    .zip(&verdicts)
+                    .filter(|(_, v)| **v == Verdict::Keep)
+                    .map(|(d, _)| d)
+                    .collect();
+                let out = self.stages[i].process_batch(&mut refs);
+                debug_assert_eq!(out.len(), alive.len());
+                for (k, v) in alive.into_iter().zip(out) {
+                    verdicts[k] = v;
+                }
+                // The stage ran on the whole pool: its time over threads.
+                let ns = start.elapsed().as_nanos() as u64 * rayon::current_num_threads() as u64;
+                spent[i].fetch_add(ns, Ordering::Relaxed);
+                i += 1;
+                continue;
+            }
+            let end = (i..self.stages.len())
+                .find(|&j| self.stages[j].batched())
+                .unwrap_or(self.stages.len());
+            docs.par_iter_mut()
+                .zip(verdicts.par_iter_mut())
+                .for_each(|(d, verdict)| {
+                    if *verdict != Verdict::Keep {
+                        return;
+                    }
+                    let mut t = Instant::now();
+                    for (j, stage) in self.stages[i..end].iter().enumerate() {
+                        let v = stage.process(d);
+                        let now = Instant::now();
+                        spent[i + j].fetch_add((now - t).as_nanos() as u64, Ordering::Relaxed);
+                        t = now;
+                        if v != Verdict::Keep {
+                            *verdict = v;
+                            return;
+                        }
+                    }
+                });
+            i = end;
+        }
+        if let Some(stage) = bound {
+            let n = self.stages.len();
+            docs.par_iter_mut()
+                .zip(verdicts.par_iter_mut())
+                .enumerate()
+                .for_each(|(k, (d, verdict))| {
+                    if *verdict == Verdict::Keep {
+                        let t = Instant::now();
+                        *verdict = stage.process(d, first_row + k as u64);
+                        spent[n].fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    }
+                });
+        }
+        verdicts
+    }
+
+    /// Every stage's measures, each name once.
+    fn measures(&self) -> Vec<Measure> {
+        let mut out: Vec<Measure> = Vec::new();
+        for m in self.stages.iter().flat_map(|s| s.measures()) {
+            if !out.iter().any(|x| x.name == m.name) {
+                out.push(m);
+            }
+        }
+        out
     }
 
     /// The names of the parts [`Stats::stage_seconds`] times, in order.
@@ -565,6 +692,21 @@ fn process_input(
     let mut first_row: u64 = 0;
 
     let spent: Vec<AtomicU64> = (0..=step.stages.len()).map(|_| AtomicU64::new(0)).collect();
+    let measures = step.measures();
+    let mut histograms: BTreeMap<&'static str, crate::stats::Histogram> = measures
+        .iter()
+        .map(|m| (m.name, crate::stats::Histogram::new(m.lo, m.hi, m.bins)))
+        .collect();
+    let mut sketches: BTreeMap<&'static str, crate::sketch::Sketch> = measures
+        .iter()
+        .filter(|m| m.sketch)
+        .map(|m| {
+            (
+                m.name,
+                crate::sketch::Sketch::new(crate::sketch::DEFAULT_K, sketch_seed(&p.stem, m.name)),
+            )
+        })
+        .collect();
     let mut read_time = std::time::Duration::ZERO;
     let mut write_time = std::time::Duration::ZERO;
     let mut read_start = Instant::now();
@@ -573,11 +715,7 @@ fn process_input(
         read_time += read_start.elapsed();
         batch.count_drops(&mut stats, &p.meta.location);
         let mut docs = batch.docs;
-        let verdicts: Vec<Verdict> = docs
-            .par_iter_mut()
-            .enumerate()
-            .map(|(i, d)| step.verdict(bound.as_deref(), d, first_row + i as u64, &spent))
-            .collect();
+        let verdicts = step.verdicts(bound.as_deref(), &mut docs, first_row, &spent);
         let write_start = Instant::now();
         first_row += docs.len() as u64;
         let carry = batch.carry.as_ref();
@@ -587,6 +725,18 @@ fn process_input(
             routes.entry(format!("{}.parquet", p.stem)).or_default();
         }
         for (i, (doc, verdict)) in docs.iter().zip(&verdicts).enumerate() {
+            for &(name, value) in &doc.measures {
+                if let Some(h) = histograms.get_mut(name)
+                    && !value.is_nan()
+                {
+                    h.add(f64::from(value));
+                }
+                if *verdict == Verdict::Keep
+                    && let Some(s) = sketches.get_mut(name)
+                {
+                    s.add(value);
+                }
+            }
             let bucket = crate::stats::length_bucket(doc.text.len());
             *stats.length_in.entry(bucket).or_default() += 1;
             for (name, n) in &doc.counts {
@@ -640,6 +790,18 @@ fn process_input(
         }
         written.push(rel);
     }
+    // The sketches, beside the marker (hidden from the next step's listing).
+    for (name, sketch) in &sketches {
+        let rel = format!("{SKETCH_DIR}/{}/{name}.kll", p.stem);
+        let loc = opts.output.join(&rel);
+        storage.remove_stale_temporaries(&loc)?;
+        storage.put(&loc, &sketch.to_bytes())?;
+        written.push(rel);
+    }
+    stats.histograms = histograms
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     write_time += write_start.elapsed();
     stats.add_stage_seconds("read", read_time.as_secs_f64());
     for (name, ns) in step.stage_names().into_iter().zip(&spent) {
@@ -660,6 +822,13 @@ fn process_input(
     )?;
     tracing::debug!(input = %p.meta.location, docs_in = stats.docs_in, docs_out = stats.docs_out, "input done");
     Ok(stats)
+}
+
+/// The seed of an input's sketch of a measure: its coin flips depend on the input and
+/// the measure, not on which task or thread ran it.
+fn sketch_seed(stem: &str, measure: &str) -> u64 {
+    let h = crate::cli::sha256_hex(format!("{stem}\0{measure}").as_bytes());
+    u64::from_str_radix(&h[..16], 16).unwrap_or(0)
 }
 
 /// Prepares the redo of one input: notes that it started (`_started/<stem>.json`, for

@@ -38,6 +38,54 @@ pub struct Stats {
     /// (the output shards). Where a step's CPU time goes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stage_seconds: Vec<(String, f64)>,
+    /// Histograms of the values stages measured (a classifier's score), by measure
+    /// name, over every document that had one: bins the stage declared
+    /// ([`crate::runner::Measure`]), summed over inputs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, Histogram>,
+}
+
+/// Counts in equal bins over `[lo, hi]` (values outside in the edge bins).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Histogram {
+    pub lo: f64,
+    pub hi: f64,
+    pub counts: Vec<u64>,
+}
+
+impl Histogram {
+    /// An empty histogram of `bins` bins.
+    pub fn new(lo: f64, hi: f64, bins: usize) -> Histogram {
+        Histogram {
+            lo,
+            hi,
+            counts: vec![0; bins.max(1)],
+        }
+    }
+
+    /// Counts one value.
+    pub fn add(&mut self, x: f64) {
+        let i = crate::sketch::bin(x, self.lo, self.hi, self.counts.len());
+        self.counts[i] += 1;
+    }
+
+    /// Values counted.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Adds another histogram's counts; one of other bins replaces nothing and is
+    /// kept apart (`false`).
+    pub fn merge(&mut self, other: &Histogram) -> bool {
+        if self.lo != other.lo || self.hi != other.hi || self.counts.len() != other.counts.len() {
+            return false;
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        true
+    }
 }
 
 /// Records a reader read (a count in [`Stats::counts`]).
@@ -155,6 +203,19 @@ impl Stats {
         }
         for (name, secs) in &other.stage_seconds {
             self.add_stage_seconds(name, *secs);
+        }
+        for (name, h) in &other.histograms {
+            match self.histograms.get_mut(name) {
+                Some(mine) => {
+                    // Bins changed between runs: the newer ones stand.
+                    if !mine.merge(h) {
+                        *mine = h.clone();
+                    }
+                }
+                None => {
+                    self.histograms.insert(name.clone(), h.clone());
+                }
+            }
         }
     }
 

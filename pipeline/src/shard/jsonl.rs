@@ -276,6 +276,7 @@ fn parse(
         annotations: Vec::new(),
         payload: None,
         counts: Vec::new(),
+        measures: Vec::new(),
     };
     for (k, v) in nested {
         record.entry(k).or_insert(v);

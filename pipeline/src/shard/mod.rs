@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 pub use jsonl::JsonlReader;
-pub use parquet::{ParquetReader, ShardOptions, ShardWriter, read_all_documents};
+pub use parquet::{ParquetReader, ShardOptions, ShardWriter, read_all_documents, read_columns};
 
 use crate::document::{Column, ColumnKind};
 
@@ -53,6 +53,7 @@ fn known_fields() -> Vec<Field> {
 fn kind_type(kind: ColumnKind) -> DataType {
     match kind {
         ColumnKind::F64 => DataType::Float64,
+        ColumnKind::F32 => DataType::Float32,
         ColumnKind::I64 => DataType::Int64,
         ColumnKind::Bool => DataType::Boolean,
         ColumnKind::Str => DataType::Utf8,

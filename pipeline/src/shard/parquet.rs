@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::builder::{
+    BooleanBuilder, Float32Builder, Float64Builder, Int64Builder, StringBuilder,
+};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
@@ -205,6 +207,16 @@ fn declared_column(c: &Column, docs: &[&Document]) -> ArrayRef {
             for v in values {
                 b.append_option(match v {
                     Some(Value::F64(x)) => Some(*x),
+                    _ => None,
+                });
+            }
+            Arc::new(b.finish())
+        }
+        ColumnKind::F32 => {
+            let mut b = Float32Builder::with_capacity(docs.len());
+            for v in values {
+                b.append_option(match v {
+                    Some(Value::F32(x)) => Some(*x),
                     _ => None,
                 });
             }
@@ -454,6 +466,56 @@ fn guarded<T>(
     }
 }
 
+/// Some columns of a Parquet shard, every row, without the others (one ranged read of
+/// the footer, then one per row group of just those columns). Columns the file lacks
+/// are absent from the batches. A file that is not a readable shard is an error here:
+/// the caller reads a shard a step of its own wrote.
+pub fn read_columns(
+    storage: &Storage,
+    input: &ObjectMeta,
+    names: &[&str],
+) -> Result<Vec<RecordBatch>> {
+    let url = input.location.to_string();
+    let fail = |e: parquet::errors::ParquetError| -> Error {
+        match classify(&url, e) {
+            Ok(message) => Error::Parquet {
+                url: url.clone(),
+                message,
+            },
+            Err(e) => e,
+        }
+    };
+    let file = RangedFile::new(storage.clone(), input.location.clone(), input.size);
+    file.prefetch(input.size.saturating_sub(256 << 10), input.size)
+        .map_err(fail)?;
+    let metadata = guarded("reading the footer", || {
+        ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+    })
+    .map_err(fail)?;
+    let schema = metadata.metadata().file_metadata().schema_descr_ptr();
+    let present: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| metadata.schema().column_with_name(n).is_some())
+        .collect();
+    let mask = parquet::arrow::ProjectionMask::columns(&schema, present);
+    let reader = guarded("opening the columns", || {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), metadata.clone())
+            .with_projection(mask)
+            .with_batch_size(64 * 1024)
+            .build()
+    })
+    .map_err(fail)?;
+    let mut out = Vec::new();
+    for batch in reader {
+        out.push(batch.map_err(|e| Error::Parquet {
+            url: url.clone(),
+            message: e.to_string(),
+        })?);
+    }
+    Ok(out)
+}
+
 fn classify(url: &str, e: parquet::errors::ParquetError) -> Result<String> {
     match storage_failure(&e) {
         Some(message) => Err(Error::Input {
@@ -604,6 +666,7 @@ fn convert(
             annotations: Vec::new(),
             payload: None,
             counts: Vec::new(),
+            measures: Vec::new(),
         });
     }
     let rows = batch.num_rows() as u64;

@@ -54,6 +54,7 @@ fn document() -> impl Strategy<Value = Document> {
                     annotations: Vec::new(),
                     payload: None,
                     counts: Vec::new(),
+                    measures: Vec::new(),
                 }
             },
         )

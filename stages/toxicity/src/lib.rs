@@ -169,14 +169,7 @@ pub struct Classifier {
     normalize: Normalize,
 }
 
-/// The `__label__` form of a label.
-pub fn full_label(label: &str) -> String {
-    if label.starts_with("__label__") {
-        label.to_string()
-    } else {
-        format!("__label__{label}")
-    }
-}
+pub use pipeline::fasttext_model::train::full_label;
 
 impl Classifier {
     /// Loads the model; checks the settings and that the model knows the labels.
