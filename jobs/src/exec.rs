@@ -143,7 +143,26 @@ pub fn run_task(
         p.resolve(r)
     };
     match kind {
+        Kind::Chain if spec.classify_on_gpus() => crate::classify_gpu::run(
+            storage,
+            p,
+            spec,
+            &opts,
+            spec.gpus_per_node.unwrap_or(1) as usize,
+        ),
         Kind::Chain => pipeline::run(&chain(storage, p, spec)?, storage, &opts),
+        Kind::ClassifyThreshold => {
+            classify::top::threshold_step(storage, &opts, &p.stage_config("classify")?)
+        }
+        Kind::ClassifyFilter => {
+            let thresholds = needs(&spec.threshold, "threshold")?;
+            let step = classify::top::filter_step(
+                storage,
+                &p.stage_config("classify")?,
+                &thresholds.to_string(),
+            )?;
+            pipeline::run(&step, storage, &opts)
+        }
         Kind::DedupSignatures => {
             dedup::signatures::signatures(storage, &opts, &p.stage_config("dedup")?)
         }

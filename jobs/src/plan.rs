@@ -207,6 +207,7 @@ pub fn plan(storage: &Storage, p: &Pipeline, opts: &PlanOptions) -> Result<Plan>
                 | Kind::DedupFilter
                 | Kind::DedupSubstring
                 | Kind::DedupSubstringFilter
+                | Kind::ClassifyFilter
                 | Kind::TokenizeEncode
         );
         let files_scale = if per_input { file_scale } else { 1.0 };

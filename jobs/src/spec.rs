@@ -21,9 +21,10 @@
 //! of a multi-phase stage (`phase`: `dedup.signatures`, `dedup.buckets`,
 //! `dedup.clusters`, `dedup.filter`, `dedup.index`, `dedup.substring`,
 //! `dedup.substring_filter`, `tokenize.train`,
-//! `tokenize.encode`, `decontam.index`, `train`). `input` names an earlier step (its output) or an address;
+//! `tokenize.encode`, `decontam.index`, `classify.threshold`, `classify.filter`, `train`). `input` names an earlier step (its output) or an address;
 //! phases that need a second input name it the same way: `clusters` (dedup.filter,
-//! dedup.index), `tokenizer` (tokenize.encode), `against` (dedup.buckets).
+//! dedup.index), `tokenizer` (tokenize.encode), `against` (dedup.buckets), `threshold`
+//! (classify.filter).
 
 use std::collections::BTreeMap;
 
@@ -82,6 +83,9 @@ pub struct StepSpec {
     pub tokenizer: Option<String>,
     /// dedup.buckets: an index of earlier runs to deduplicate against.
     pub against: Option<String>,
+    /// classify.filter: the classify.threshold step (its `threshold.json`), or an
+    /// address.
+    pub threshold: Option<String>,
     /// Tasks for this step (default: the pipeline's).
     pub tasks: Option<usize>,
     /// CPUs per task on a batch engine (default: `[submit] cpus`).
@@ -94,7 +98,8 @@ pub struct StepSpec {
     /// Kubernetes Indexed Job of one pod per node behind a headless Service).
     pub nodes: Option<u32>,
     /// The train phase: GPUs per machine, one training process each (default 1; `mill
-    /// run` starts this many ranks on its own machine).
+    /// run` starts this many ranks on its own machine). A chain of the classify stage
+    /// alone: GPUs per task, its transformers on them (`mill-classify-gpu`, bf16).
     pub gpus_per_node: Option<u32>,
     /// Keep dropped documents under `_rejected/` (per-document steps).
     #[serde(default)]
@@ -121,6 +126,12 @@ pub enum Kind {
     DecontamIndex,
     /// The bundled trainer on a tokens step's shards (`phase = "train"`).
     Train,
+    /// The thresholds of the classifiers that keep a top share, from the scoring
+    /// step's sketches (`phase = "classify.threshold"`).
+    ClassifyThreshold,
+    /// The documents at or over the thresholds (`phase = "classify.filter"`,
+    /// `threshold` names the threshold step).
+    ClassifyFilter,
 }
 
 impl Kind {
@@ -130,7 +141,7 @@ impl Kind {
     pub fn single_task(self) -> bool {
         matches!(
             self,
-            Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex
+            Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex | Kind::ClassifyThreshold
         )
     }
 
@@ -138,12 +149,18 @@ impl Kind {
     pub fn writes_documents(self) -> bool {
         matches!(
             self,
-            Kind::Chain | Kind::DedupFilter | Kind::DedupSubstringFilter
+            Kind::Chain | Kind::DedupFilter | Kind::DedupSubstringFilter | Kind::ClassifyFilter
         )
     }
 }
 
 impl StepSpec {
+    /// Whether this step is the classify stage alone with `gpus_per_node` set: its
+    /// transformers run on GPUs, in `mill-classify-gpu`.
+    pub fn classify_on_gpus(&self) -> bool {
+        self.gpus_per_node.is_some() && self.stages.len() == 1 && self.stages[0] == "classify"
+    }
+
     /// What this step runs.
     pub fn kind(&self) -> Result<Kind> {
         let bad = |m: String| Err(Error::Usage(format!("step {}: {m}", self.name)));
@@ -179,6 +196,8 @@ impl StepSpec {
                 "tokenize.encode" => Kind::TokenizeEncode,
                 "decontam.index" => Kind::DecontamIndex,
                 "train" => Kind::Train,
+                "classify.threshold" => Kind::ClassifyThreshold,
+                "classify.filter" => Kind::ClassifyFilter,
                 other => return bad(format!("unknown phase {other:?}")),
             }),
         }
@@ -232,6 +251,7 @@ impl Pipeline {
             reference(&mut s.clusters);
             reference(&mut s.tokenizer);
             reference(&mut s.against);
+            reference(&mut s.threshold);
         }
         p
     }
@@ -268,9 +288,16 @@ impl Pipeline {
                 return Err(Error::Usage(format!("two steps are named {}", s.name)));
             }
             let kind = s.kind()?;
-            if (s.nodes.is_some() || s.gpus_per_node.is_some()) && kind != Kind::Train {
+            if s.nodes.is_some() && kind != Kind::Train {
                 return Err(Error::Usage(format!(
-                    "step {}: nodes and gpus_per_node are settings of the train phase",
+                    "step {}: nodes is a setting of the train phase",
+                    s.name
+                )));
+            }
+            if s.gpus_per_node.is_some() && kind != Kind::Train && !s.classify_on_gpus() {
+                return Err(Error::Usage(format!(
+                    "step {}: gpus_per_node is a setting of the train phase, and of a chain of \
+                     the classify stage alone (stages = [\"classify\"])",
                     s.name
                 )));
             }
@@ -280,7 +307,10 @@ impl Pipeline {
                     s.name
                 )));
             }
-            for r in [&s.input, &s.clusters, &s.tokenizer].into_iter().flatten() {
+            for r in [&s.input, &s.clusters, &s.tokenizer, &s.threshold]
+                .into_iter()
+                .flatten()
+            {
                 if self.steps.iter().any(|o| &o.name == r) && !seen.contains(&r.as_str()) {
                     return Err(Error::Usage(format!(
                         "step {} uses step {r}, which does not come before it",

@@ -61,6 +61,12 @@ pub const CHAIN: &[ChainStage] = &[
         build: |_, p| pii::step(&p.stage_config("pii")?),
     },
     ChainStage {
+        name: "classify",
+        starts_chain: false,
+        check: |p| p.stage_config::<classify::Config>("classify").map(drop),
+        build: |s, p| classify::step(s, &p.stage_config("classify")?),
+    },
+    ChainStage {
         name: "toxicity",
         starts_chain: false,
         check: |p| p.stage_config::<toxicity::Config>("toxicity").map(drop),

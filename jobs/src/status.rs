@@ -87,14 +87,17 @@ pub fn status(storage: &Storage, run: &Location) -> Result<(Pipeline, Vec<StepSt
         let (done, stats) = crate::exec::marker_stats(storage, &output)?;
         let mut not_inputs = 0;
         let total = match kind {
-            Kind::DedupClusters | Kind::TokenizeTrain | Kind::Train | Kind::DecontamIndex => {
-                Some(1)
-            }
+            Kind::DedupClusters
+            | Kind::TokenizeTrain
+            | Kind::Train
+            | Kind::DecontamIndex
+            | Kind::ClassifyThreshold => Some(1),
             Kind::DedupBuckets | Kind::DedupIndex | Kind::DedupSubstring => None,
             Kind::Chain
             | Kind::DedupSignatures
             | Kind::DedupFilter
             | Kind::DedupSubstringFilter
+            | Kind::ClassifyFilter
             | Kind::TokenizeEncode => {
                 let (inputs, others) = count_inputs(storage, &p, i)?;
                 not_inputs = others;

@@ -6,11 +6,13 @@
 //! and cosine decay; the loop that joins them, with gradient accumulation, clipping and
 //! data parallelism ([`dist`]); [`checkpoint`] and bit-identical resume; [`export`] to
 //! transformers; [`metrics`]; [`host_memory`], the allocator's settings on the CPU. The
-//! `mill-train` binary drives it (see the README).
+//! `mill-train` binary drives it (see the README). [`encoder`] runs the classify
+//! stage's transformers on libtorch, for `mill-classify-gpu`.
 
 pub mod checkpoint;
 pub mod data;
 pub mod dist;
+pub mod encoder;
 pub mod export;
 pub mod host_memory;
 pub mod metrics;

@@ -40,6 +40,10 @@ pub struct BatchConfig {
     /// The image of a train step's job definition: `mill` and `mill-train` with
     /// libtorch (scripts/image.sh --trainer).
     pub trainer_image: String,
+    /// The job definition of the tasks of a classify step on GPUs: one whose image is
+    /// the trainer's (`mill-classify-gpu` with libtorch); default `job_definition`.
+    /// They go to `gpu_job_queue`.
+    pub gpu_job_definition: Option<String>,
 }
 
 impl Default for BatchConfig {
@@ -50,6 +54,7 @@ impl Default for BatchConfig {
             attempts: 3,
             gpu_job_queue: None,
             trainer_image: "tokenmill-trainer:latest".into(),
+            gpu_job_definition: None,
         }
     }
 }
@@ -205,7 +210,7 @@ pub fn array_request(
         depends_on: dependencies(depends_on),
         container_overrides: Some(ContainerOverrides {
             command: job.command.clone(),
-            resource_requirements: resources(job, None),
+            resource_requirements: resources(job, job.task_gpus),
             environment: environment(
                 config,
                 &[(pipeline::tasks::TASK_OFFSET_VAR, array.offset.to_string())],
@@ -339,7 +344,7 @@ pub fn submit(
         } else {
             let parts = arrays(job.tasks, MAX_ARRAY_SIZE);
             for (k, a) in parts.iter().enumerate() {
-                let req = array_request(
+                let mut req = array_request(
                     p,
                     config,
                     job,
@@ -347,6 +352,17 @@ pub fn submit(
                     array_name(&base, k, parts.len(), 128),
                     &previous,
                 );
+                if job.task_gpus.is_some() {
+                    let b = &config.aws_batch;
+                    req.job_definition = b
+                        .gpu_job_definition
+                        .clone()
+                        .unwrap_or_else(|| b.job_definition.clone());
+                    req.job_queue = b
+                        .gpu_job_queue
+                        .clone()
+                        .unwrap_or_else(|| b.job_queue.clone());
+                }
                 files.push(JobFile {
                     name: if parts.len() == 1 {
                         format!("{i:02}-{}.json", job.step)

@@ -323,13 +323,18 @@ pub fn array_job(
         None,
         Container {
             name: "task".into(),
-            image: k.image.clone(),
+            // A classify step on GPUs runs the trainer's image (mill-classify-gpu).
+            image: if job.task_gpus.is_some() {
+                k.trainer_image.clone()
+            } else {
+                k.image.clone()
+            },
             command: job.command.clone(),
             env: env(
                 config,
                 &[(pipeline::tasks::TASK_OFFSET_VAR, array.offset.to_string())],
             ),
-            resources: resources(job, k.limit_factor, None),
+            resources: resources(job, k.limit_factor, job.task_gpus),
         },
     )
 }

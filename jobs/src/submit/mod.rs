@@ -11,7 +11,8 @@
 //! The engines, one module each, write typed values:
 //! - [`slurm`]: sbatch scripts, arrays within the cluster's `MaxArraySize`, each step
 //!   `afterok` on every array of the step before; the train step as one job of
-//!   `nodes` × `gpus_per_node` ranks started by `srun`.
+//!   `nodes` × `gpus_per_node` ranks started by `srun`; a classify step on GPUs as
+//!   arrays whose tasks each ask for `gpus_per_node` GPUs.
 //! - [`batch`]: AWS Batch `SubmitJob` requests (arrays of at most 10,000), `dependsOn`
 //!   every job of the step before; the train step as a multi-node parallel job
 //!   (`RegisterJobDefinition` with `nodeProperties`, GPUs as resources).
@@ -121,6 +122,9 @@ pub struct StepJob {
     pub command: Vec<String>,
     /// A train step's machines and GPUs (`nodes`, `gpus_per_node`), when it names them.
     pub gpus: Option<Gpus>,
+    /// GPUs of each task of an array (a classify step on GPUs: `gpus_per_node`); its
+    /// tasks run the trainer's image, which holds `mill-classify-gpu` and libtorch.
+    pub task_gpus: Option<u32>,
 }
 
 /// The run's steps as jobs, in order.
@@ -135,11 +139,15 @@ pub fn step_jobs(p: &Pipeline, config: &SubmitConfig, mill: &str) -> Result<Vec<
             } else {
                 p.tasks_of(i, None)
             };
-            let gpus = (s.nodes.is_some() || s.gpus_per_node.is_some()).then(|| Gpus {
-                nodes: s.nodes.unwrap_or(1),
-                per_node: s.gpus_per_node.unwrap_or(1),
-                gpus: s.gpus_per_node.is_some(),
-            });
+            let classify_gpus = s.classify_on_gpus();
+            let gpus =
+                (!classify_gpus && (s.nodes.is_some() || s.gpus_per_node.is_some())).then(|| {
+                    Gpus {
+                        nodes: s.nodes.unwrap_or(1),
+                        per_node: s.gpus_per_node.unwrap_or(1),
+                        gpus: s.gpus_per_node.is_some(),
+                    }
+                });
             Ok(StepJob {
                 step: s.name.clone(),
                 tasks,
@@ -154,6 +162,7 @@ pub fn step_jobs(p: &Pipeline, config: &SubmitConfig, mill: &str) -> Result<Vec<
                     tasks.to_string(),
                 ],
                 gpus,
+                task_gpus: classify_gpus.then(|| s.gpus_per_node.unwrap_or(1)),
             })
         })
         .collect()

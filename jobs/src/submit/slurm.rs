@@ -141,6 +141,13 @@ pub fn script(
                 array.size.saturating_sub(1)
             ));
             line("--ntasks=1".into());
+            if let Some(g) = job.task_gpus {
+                if s.gres {
+                    line(format!("--gres=gpu:{g}"));
+                } else {
+                    line(format!("--gpus-per-node={g}"));
+                }
+            }
         }
         Some(g) => {
             line(format!("--nodes={}", g.nodes));

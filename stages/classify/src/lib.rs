@@ -260,7 +260,12 @@ impl Classifier {
                     model.config.labels.clone()
                 };
                 let sha = model.sha256.clone();
-                (Scorer::Transformer(Box::new(model)), labels, regression, sha)
+                (
+                    Scorer::Transformer(Box::new(model)),
+                    labels,
+                    regression,
+                    sha,
+                )
             }
         };
         let chosen = match (&config.label, regression) {
@@ -564,6 +569,39 @@ impl Stage for Classify {
             }
         }
         verdicts
+    }
+}
+
+/// What a run did, as a GPU child (`mill-classify-gpu --report FILE`) hands it to
+/// `mill`, which shows it as its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub processed: Vec<String>,
+    pub skipped: Vec<String>,
+    pub stats: pipeline::Stats,
+    pub not_inputs: u64,
+}
+
+impl RunReport {
+    /// The parts of a run's report `mill` shows.
+    pub fn of(r: &pipeline::Report) -> RunReport {
+        RunReport {
+            processed: r.processed.clone(),
+            skipped: r.skipped.clone(),
+            stats: r.stats.clone(),
+            not_inputs: r.not_inputs,
+        }
+    }
+
+    /// Back to a run's report.
+    pub fn into_report(self) -> pipeline::Report {
+        pipeline::Report {
+            processed: self.processed,
+            skipped: self.skipped,
+            stats: self.stats,
+            not_inputs: self.not_inputs,
+            ..pipeline::Report::default()
+        }
     }
 }
 

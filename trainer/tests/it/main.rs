@@ -1,6 +1,7 @@
 //! The data loader on synthetic token shards, on disk and on the loopback S3 server;
 //! training, resume, data parallelism and export (`training.rs`).
 
+mod encoder;
 mod training;
 
 use std::sync::Arc;

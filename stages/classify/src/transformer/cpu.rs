@@ -304,6 +304,9 @@ impl super::Backend for CpuEncoder {
     fn batch_tokens(&self) -> usize {
         BATCH_TOKENS
     }
+    fn packed(&self) -> bool {
+        true
+    }
     fn parallel(&self) -> bool {
         true
     }

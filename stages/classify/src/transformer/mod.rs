@@ -378,8 +378,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn logits(&self, batch: &[&[u32]]) -> Vec<Vec<f32>>;
     /// How many tokens one batch should hold (padding included where the backend pads).
     fn batch_tokens(&self) -> usize;
-    /// Whether batches run on the calling thread, so that several run side by side on
-    /// the run's threads (the CPU); otherwise one at a time (a GPU).
+    /// Whether a batch's sequences are packed one after another (no padding: the CPU
+    /// encoder); otherwise each is padded to the longest.
+    fn packed(&self) -> bool;
+    /// Whether several batches may run side by side on the run's threads; otherwise
+    /// one at a time.
     fn parallel(&self) -> bool;
 }
 
@@ -558,7 +561,7 @@ impl Model {
     pub fn logits(&self, texts: &[&str]) -> Vec<Vec<f32>> {
         use rayon::prelude::*;
         let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.tokenize(t)).collect();
-        let batches = plan_batches(&ids, self.backend.batch_tokens(), self.backend.parallel());
+        let batches = plan_batches(&ids, self.backend.batch_tokens(), self.backend.packed());
         let run = |b: &Vec<usize>| {
             let seqs: Vec<&[u32]> = b.iter().map(|&i| ids[i].as_slice()).collect();
             self.backend.logits(&seqs)
