@@ -372,7 +372,12 @@ fn check_markers(c: &Conformance<'_>, output: &Path) {
             panic!("{stem}: records and bytes do not add up: {e}");
         }
         let mut written = 0u64;
-        for rel in m.outputs.iter().filter(|r| !r.starts_with(REJECTED_DIR)) {
+        for rel in m
+            .outputs
+            .iter()
+            .filter(|r| !r.starts_with(REJECTED_DIR))
+            .filter(|r| !r.starts_with(crate::runner::SKETCH_DIR))
+        {
             let docs = read_all_documents(&storage, &out.join(rel))
                 .unwrap_or_else(|e| panic!("{stem}: reading back {rel}: {e}"));
             written += docs.len() as u64;
@@ -559,9 +564,15 @@ pub fn s3_bucket(prefix: &str) -> Option<(Storage, String, String)> {
 /// outside CI, for instance because the Python package it compares with is missing.
 /// Under `CI` a failure fails the test, so CI cannot skip a cross-check by accident.
 pub fn python_reference(script: &Path, input: Vec<u8>) -> Option<String> {
+    python_reference_with(script, &[], input)
+}
+
+/// [`python_reference`] with arguments after the script.
+pub fn python_reference_with(script: &Path, args: &[&str], input: Vec<u8>) -> Option<String> {
     use std::io::Write;
     let mut child = Command::new("python3")
         .arg(script)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -330,6 +330,11 @@ impl Classifier {
         &self.config.name
     }
 
+    /// The model's labels (none for a regression head), by output index.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
     /// The column of its score.
     pub fn score_column(&self) -> &'static str {
         self.names.score

@@ -270,7 +270,13 @@ impl InputStage for TopFilter {
         let mut names: Vec<&str> = vec!["id"];
         names.extend(self.cuts.iter().map(|c| c.column));
         let url = input.meta.location.to_string();
-        let batches = pipeline::shard::read_columns(storage, &input.meta, &names)?;
+        let batches = match pipeline::shard::read_columns(storage, &input.meta, &names) {
+            Ok(b) => b,
+            // A shard that is not readable Parquet: the source counts its rows as
+            // dropped (corrupt_parquet); none reaches this stage.
+            Err(Error::Parquet { .. }) => Vec::new(),
+            Err(e) => return Err(e),
+        };
         let mut ids: Vec<Option<String>> = Vec::new();
         let mut scores: Vec<Vec<Option<f32>>> = vec![Vec::new(); self.cuts.len()];
         for batch in &batches {
