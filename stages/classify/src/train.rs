@@ -90,32 +90,6 @@ impl TrainConfig {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_defaults_are_dclms() {
-        let c = TrainConfig::default();
-        assert_eq!(
-            (
-                c.lr,
-                c.dim,
-                c.epoch,
-                c.min_count,
-                c.word_ngrams,
-                c.bucket,
-                c.threads
-            ),
-            (0.1, 100, 5, 1, 2, 2_000_000, 1)
-        );
-        assert_eq!(
-            (c.positive_label.as_str(), c.negative_label.as_str()),
-            ("hq", "cc")
-        );
-    }
-}
-
 /// fastText's input line for a text in `form` (one trailing newline).
 pub fn line(form: TextForm, text: &str) -> String {
     pipeline::fasttext_model::prepare(&form.apply(text))
@@ -207,4 +181,30 @@ pub fn train_step(
         Ok(pipeline::UnitDone { outputs, stats })
     })?;
     Ok((report, result.into_inner().unwrap_or(None)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_dclms() {
+        let c = TrainConfig::default();
+        assert_eq!(
+            (
+                c.lr,
+                c.dim,
+                c.epoch,
+                c.min_count,
+                c.word_ngrams,
+                c.bucket,
+                c.threads
+            ),
+            (0.1, 100, 5, 1, 2, 2_000_000, 1)
+        );
+        assert_eq!(
+            (c.positive_label.as_str(), c.negative_label.as_str()),
+            ("hq", "cc")
+        );
+    }
 }
