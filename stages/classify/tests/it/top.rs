@@ -31,12 +31,15 @@ fn rank_error(sorted: &[f32], share: f64, t: f32) -> f64 {
     d as f64 / n as f64
 }
 
+/// Draws one score.
+type Draw = Box<dyn Fn(&mut fastrand::Rng) -> f32>;
+
 #[test]
 fn ten_million_scores_give_the_threshold_within_a_thousandth_in_rank() {
     const N: usize = 10_000_000;
     const INPUTS: usize = 2000;
     let mut rng = fastrand::Rng::with_seed(45);
-    let kinds: [(&str, Box<dyn Fn(&mut fastrand::Rng) -> f32>); 3] = [
+    let kinds: [(&str, Draw); 3] = [
         ("uniform", Box::new(|r: &mut fastrand::Rng| r.f32())),
         // fastText-like probabilities: most near 0 or 1, rounded to 1e-5 (many ties).
         (
