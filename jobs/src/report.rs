@@ -364,6 +364,9 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         html.push_str(&bar_chart("Text length", &[], ""));
     }
 
+    html.push_str("<h2>Classifier scores</h2>\n");
+    html.push_str(&scores_section(&steps));
+
     html.push_str("<h2>Dedup clusters</h2>\n");
     html.push_str(&charts_of(
         &p,
@@ -430,6 +433,45 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
     }
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// Per step that measured scores, a histogram per classifier, and the thresholds of
+/// the steps that set them (`classify.threshold`).
+fn scores_section(steps: &[StepStatus]) -> String {
+    let mut html = String::new();
+    for s in steps {
+        for line in crate::status::threshold_lines(&s.stats) {
+            let _ = writeln!(html, "<p>Step {}: {}</p>", esc(&s.name), esc(&line));
+        }
+        for (name, h) in &s.stats.histograms {
+            let width = (h.hi - h.lo) / h.counts.len().max(1) as f64;
+            let items: Vec<(String, f64)> = h
+                .counts
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let a = h.lo + width * i as f64;
+                    (
+                        format!("{} – {}", fmt_num(a), fmt_num(a + width)),
+                        *n as f64,
+                    )
+                })
+                .collect();
+            html.push_str(&bar_chart(
+                &format!(
+                    "Step {}: {name} of {} documents (every document scored, kept or not)",
+                    s.name,
+                    h.total()
+                ),
+                &items,
+                " docs",
+            ));
+        }
+    }
+    if html.is_empty() {
+        html.push_str(&bar_chart("No classifier in this pipeline", &[], ""));
+    }
+    html
 }
 
 /// A chart per step of `kind`, from what `read` finds in its output: (what, bars, unit).

@@ -193,6 +193,46 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<(usize, usi
     Ok((inputs, others))
 }
 
+/// "threshold of dclm: 0.0181 (keep_top 0.1, rank error ≤ 0.0006 at 99%)" for each
+/// classifier a `classify.threshold` step set, from its marker's values.
+pub fn threshold_lines(stats: &Stats) -> Vec<String> {
+    stats
+        .values
+        .iter()
+        .filter_map(|(k, t)| {
+            let name = k.strip_suffix("_threshold")?;
+            let share = stats.values.get(&format!("{name}_keep_top"))?;
+            let error = stats
+                .values
+                .get(&format!("{name}_rank_error"))
+                .copied()
+                .unwrap_or(0.0);
+            // Scores are float32: their shortest form.
+            Some(format!(
+                "threshold of {name}: {} (keep_top {share} of {} documents, rank error ≤ {error:.5} at 99%)",
+                *t as f32,
+                stats.docs_in
+            ))
+        })
+        .collect()
+}
+
+/// Counts as a line of block characters, the highest bin full.
+pub fn sparkline(counts: &[u64]) -> String {
+    const BLOCKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = counts.iter().copied().max().unwrap_or(0).max(1);
+    counts
+        .iter()
+        .map(|&n| {
+            if n == 0 {
+                '·'
+            } else {
+                BLOCKS[(1 + (n * 7) / max).min(8) as usize]
+            }
+        })
+        .collect()
+}
+
 /// Inputs of every step whose last heartbeat is older than `secs`: (step, input).
 pub fn stalled(steps: &[StepStatus], secs: u64) -> Vec<(&str, &Running)> {
     steps
@@ -266,6 +306,19 @@ pub fn render(run: &Location, steps: &[StepStatus], stalled_after: u64) -> Strin
             .filter(|(k, _)| !k.starts_with("train_"))
         {
             s.push_str(&format!("{:<14}   counted {what}: {n}\n", ""));
+        }
+        for line in threshold_lines(&st.stats) {
+            s.push_str(&format!("{:<14}   {line}\n", ""));
+        }
+        for (name, h) in &st.stats.histograms {
+            s.push_str(&format!(
+                "{:<14}   {name} of {} documents, {} to {}: {}\n",
+                "",
+                h.total(),
+                h.lo,
+                h.hi,
+                sparkline(&h.counts)
+            ));
         }
         for r in &st.running {
             let what = if r.seen_secs_ago > stalled_after {

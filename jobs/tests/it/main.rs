@@ -3,6 +3,7 @@
 //! Chromium), and the whole run on the loopback S3 server.
 
 mod anywhere;
+mod classify;
 mod copies;
 mod corpus;
 mod drive;

@@ -207,6 +207,7 @@ pub fn threshold_step(storage: &Storage, opts: &RunOptions, config: &Config) -> 
         let loc = opts.output.join(THRESHOLD_FILE);
         storage.remove_stale_temporaries(&loc)?;
         storage.put(&loc, &json)?;
+        stats.bytes_out = json.len() as u64;
         Ok(UnitDone {
             outputs: vec![THRESHOLD_FILE.into()],
             stats,
