@@ -12,6 +12,11 @@ creates with random weights.
       Sizes: BERT's and XLM-R's layout with hidden 128, 2 layers, 2 heads of 64, and
       the 512-token position tables, so that truncation is exercised.
 
+  classify_reference.py models OUT_DIR CORPUS.jsonl --base
+      Also bert-base-regression: FineWeb-Edu's classifier's shape (BERT base: hidden
+      768, 12 layers of 12 heads, 3072 wide, 110M parameters, a regression head) with
+      random weights and a 30,522-entry WordPiece vocabulary trained on the corpus.
+
   classify_reference.py score MODEL_DIR TEXTS.jsonl OUT.jsonl [--threads N] [--batch B]
       Scores each text as FineWeb-Edu's annotation did (tokenizer(..., truncation=True,
       padding="longest") in batches, f32 on CPU) and writes {"logits": [...]} per line,
@@ -33,7 +38,7 @@ def read_texts(path):
         return [json.loads(line)["text"] for line in f if line.strip()]
 
 
-def make_models(out, corpus):
+def make_models(out, corpus, base):
     import torch
     from tokenizers import (
         SentencePieceUnigramTokenizer,
@@ -51,22 +56,25 @@ def make_models(out, corpus):
     texts = read_texts(corpus)
     os.makedirs(out, exist_ok=True)
 
-    wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(
-        texts,
-        vocab_size=3000,
-        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-        show_progress=False,
-    )
-    bert_tok = PreTrainedTokenizerFast(
-        tokenizer_object=wp._tokenizer,
-        model_max_length=512,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
+    def wordpiece(vocab_size):
+        wp = BertWordPieceTokenizer(lowercase=True)
+        wp.train_from_iterator(
+            texts,
+            vocab_size=vocab_size,
+            special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+            show_progress=False,
+        )
+        return PreTrainedTokenizerFast(
+            tokenizer_object=wp._tokenizer,
+            model_max_length=512,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+
+    bert_tok = wordpiece(3000)
 
     sp = SentencePieceUnigramTokenizer()
     sp.train_from_iterator(
@@ -100,12 +108,24 @@ def make_models(out, corpus):
         initializer_range=0.1,
     )
     torch.manual_seed(1234)
-    for name, make, conf, tok, labels in [
-        ("bert-regression", BertForSequenceClassification, BertConfig, bert_tok, 1),
-        ("bert-labels", BertForSequenceClassification, BertConfig, bert_tok, 2),
-        ("xlmr-regression", XLMRobertaForSequenceClassification, XLMRobertaConfig, xlmr_tok, 1),
-        ("xlmr-labels", XLMRobertaForSequenceClassification, XLMRobertaConfig, xlmr_tok, 2),
-    ]:
+    todo = [
+        ("bert-regression", BertForSequenceClassification, BertConfig, bert_tok, 1, shapes),
+        ("bert-labels", BertForSequenceClassification, BertConfig, bert_tok, 2, shapes),
+        ("xlmr-regression", XLMRobertaForSequenceClassification, XLMRobertaConfig, xlmr_tok, 1, shapes),
+        ("xlmr-labels", XLMRobertaForSequenceClassification, XLMRobertaConfig, xlmr_tok, 2, shapes),
+    ]
+    if base:
+        bert_base = dict(
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            initializer_range=0.02,
+        )
+        todo.append(
+            ("bert-base-regression", BertForSequenceClassification, BertConfig, wordpiece(30522), 1, bert_base)
+        )
+    for name, make, conf, tok, labels, dims in todo:
         extra = {}
         if conf is XLMRobertaConfig:
             extra = dict(
@@ -118,7 +138,8 @@ def make_models(out, corpus):
             )
         else:
             extra = dict(max_position_embeddings=512, pad_token_id=0)
-        config = conf(vocab_size=len(tok), num_labels=labels, **shapes, **extra)
+        vocab = 30522 if name == "bert-base-regression" else len(tok)
+        config = conf(vocab_size=vocab, num_labels=labels, **dims, **extra)
         if labels == 1:
             config.problem_type = "regression"
         model = make(config).eval()
@@ -188,6 +209,7 @@ def main():
     m = sub.add_parser("models")
     m.add_argument("out")
     m.add_argument("corpus")
+    m.add_argument("--base", action="store_true")
     s = sub.add_parser("score")
     s.add_argument("model")
     s.add_argument("texts")
@@ -197,7 +219,7 @@ def main():
     s.add_argument("--time", action="store_true")
     args = ap.parse_args()
     if args.cmd == "models":
-        make_models(args.out, args.corpus)
+        make_models(args.out, args.corpus, args.base)
     else:
         score(args.model, args.texts, args.out, args.threads, args.batch, args.time)
 

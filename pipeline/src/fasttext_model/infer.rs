@@ -46,11 +46,53 @@ enum LossKind {
     OneVsAll,
 }
 
+/// `a % d` for a fixed 32-bit `d` without a division (Lemire, Kaser and Kurz,
+/// "Faster remainder by direct computation", 2019): `M = ⌈2^128 / d⌉`, then the high
+/// 128 bits of `(M a mod 2^128) d`. Exact for every 64-bit `a` when `d < 2^32`.
+#[derive(Debug, Clone, Copy)]
+struct FastMod {
+    m: u128,
+    d: u64,
+}
+
+impl FastMod {
+    fn new(d: u32) -> FastMod {
+        let d = u64::from(d.max(1));
+        FastMod {
+            m: (u128::MAX / u128::from(d)).wrapping_add(1),
+            d,
+        }
+    }
+
+    fn rem(self, a: u64) -> u64 {
+        let low = self.m.wrapping_mul(u128::from(a));
+        let lo = u128::from(low as u64) * u128::from(self.d);
+        let hi = (low >> 64) * u128::from(self.d);
+        ((hi + (lo >> 64)) >> 64) as u64
+    }
+}
+
+/// The bytes fastText's reader splits words at: ASCII whitespace and NUL.
+static DELIMITER: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = matches!(i as u8, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0);
+        i += 1;
+    }
+    t
+};
+
+fn memchr_newline(line: &[u8]) -> Option<usize> {
+    line.iter().position(|&b| b == b'\n')
+}
+
 /// A supervised fastText model, ready to predict.
 pub struct Predictor {
     dim: usize,
     word_ngrams: i32,
     bucket: u32,
+    bucket_mod: FastMod,
     minn: usize,
     maxn: usize,
     nwords: i32,
@@ -73,6 +115,9 @@ pub struct Predictor {
     sigmoid: Vec<f32>,
     /// Each thread's rows of the words out of the vocabulary it has met.
     oov: ThreadLocal<RefCell<OovRows>>,
+    /// With [`Predictor::project`]: each input row's product with every output row
+    /// (`rows × labels`), the input rows themselves dropped.
+    projection: Option<Vec<f32>>,
 }
 
 impl std::fmt::Debug for Predictor {
@@ -141,29 +186,87 @@ impl IdMap {
 
 /// The dictionary's words and labels, found by fastText's hash of their bytes.
 struct Vocab {
-    slots: Vec<u32>,
+    /// Open addressing over the words' hashes ([`Slot`]).
+    slots: Vec<Slot>,
     mask: usize,
-    hashes: Vec<u32>,
     spans: Vec<(u32, u32)>,
     bytes: Vec<u8>,
     /// Entry type: 0 word, 1 label.
     kinds: Vec<u8>,
 }
 
+/// One slot of the vocabulary's table: a word's first 8 bytes (zero-padded: words
+/// hold no NUL), its hash, and its id plus one (0: empty) with [`SHORT`] set when it
+/// has at most 8 bytes, so that a short word is found from the slot alone.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    prefix: u64,
+    hash: u32,
+    id: u32,
+}
+
+/// In [`Slot::id`]: the word has at most 8 bytes.
+const SHORT: u32 = 1 << 31;
+
+/// A word's first 8 bytes, zero-padded.
+fn prefix(word: &[u8]) -> u64 {
+    if let Some(b) = word.first_chunk::<8>() {
+        return u64::from_le_bytes(*b);
+    }
+    let mut x = 0u64;
+    for (i, &b) in word.iter().enumerate() {
+        x |= u64::from(b) << (8 * i);
+    }
+    x
+}
+
+impl Slot {
+    fn new(word: &[u8], hash: u32, id: usize) -> Slot {
+        let short = if word.len() <= 8 { SHORT } else { 0 };
+        Slot {
+            prefix: prefix(word),
+            hash,
+            id: (id as u32 + 1) | short,
+        }
+    }
+}
+
 impl Vocab {
-    fn find(&self, word: &[u8], h: u32) -> Option<usize> {
+    /// The slot of a vocabulary word of hash `h` in this table: the first free one
+    /// from `h`.
+    fn insert(slots: &mut [Slot], mask: usize, slot: Slot) {
+        let mut at = slot.hash as usize & mask;
+        while slots[at].id != 0 {
+            at = (at + 1) & mask;
+        }
+        slots[at] = slot;
+    }
+
+    /// The id of `word` (hashed to `h`), given its first slot already read.
+    fn find_from(&self, word: &[u8], h: u32, first: Slot) -> Option<usize> {
         let mut at = h as usize & self.mask;
+        let mut slot = first;
+        let p = prefix(word);
+        let short = word.len() <= 8;
         loop {
-            let slot = self.slots[at];
-            if slot == 0 {
+            if slot.id == 0 {
                 return None;
             }
-            let id = slot as usize - 1;
-            let (s, e) = self.spans[id];
-            if self.hashes[id] == h && same_bytes(&self.bytes[s as usize..e as usize], word) {
-                return Some(id);
+            if slot.hash == h && slot.prefix == p {
+                let id = (slot.id & !SHORT) as usize - 1;
+                match (slot.id & SHORT != 0, short) {
+                    (true, true) => return Some(id),
+                    (false, false) => {
+                        let (s, e) = self.spans[id];
+                        if same_bytes(&self.bytes[s as usize..e as usize], word) {
+                            return Some(id);
+                        }
+                    }
+                    _ => {}
+                }
             }
             at = (at + 1) & self.mask;
+            slot = self.slots[at];
         }
     }
 }
@@ -551,18 +654,17 @@ impl Predictor {
             pairs.push((r.i32()?, r.i32()?));
         }
         let cap = (size as usize * 2).next_power_of_two().max(16);
-        let mut slots = vec![0u32; cap];
-        for (id, &h) in hashes.iter().enumerate() {
-            let mut at = h as usize & (cap - 1);
-            while slots[at] != 0 {
-                at = (at + 1) & (cap - 1);
-            }
-            slots[at] = id as u32 + 1;
+        let mut slots = vec![Slot::default(); cap];
+        for (id, (&h, &(s, e))) in hashes.iter().zip(&spans).enumerate() {
+            Vocab::insert(
+                &mut slots,
+                cap - 1,
+                Slot::new(&vbytes[s as usize..e as usize], h, id),
+            );
         }
         let vocab = Vocab {
             slots,
             mask: cap - 1,
-            hashes,
             spans,
             bytes: vbytes,
             kinds,
@@ -610,6 +712,7 @@ impl Predictor {
             dim: dim as usize,
             word_ngrams,
             bucket: bucket as u32,
+            bucket_mod: FastMod::new(bucket as u32),
             minn: minn.max(0) as usize,
             maxn: maxn.max(0) as usize,
             nwords,
@@ -625,6 +728,7 @@ impl Predictor {
             tree: Vec::new(),
             sigmoid: Vec::new(),
             oov: ThreadLocal::new(),
+            projection: None,
         };
         // Rows of each in-vocabulary word, as fastText's `initNgrams`.
         let mut rows = Vec::new();
@@ -738,84 +842,98 @@ impl Predictor {
         self.predict_words(text.as_bytes(), true, k, threshold)
     }
 
-    fn predict_words(&self, line: &[u8], whole: bool, k: i32, threshold: f32) -> Vec<(usize, f32)> {
-        let k = if k < 0 { self.labels.len() } else { k as usize };
-        // An empty raw line is no line at all; a prepared text always holds its `</s>`.
-        if k == 0 || line.is_empty() && !whole {
-            return Vec::new();
-        }
-        let mut hidden = vec![0f32; self.dim];
-        let mut count = 0usize;
-        let mut word_hashes: Vec<i32> = Vec::new();
-        let mut add = |row: u32| {
-            let r = row as usize * self.dim;
-            for (h, v) in hidden.iter_mut().zip(&self.input[r..r + self.dim]) {
-                *h += v;
-            }
-            count += 1;
+    /// The words of a line as fastText's `getLine` reads them: split at ASCII
+    /// whitespace and NUL, ended by a newline (unless `whole`: a prepared text's
+    /// newlines are spaces) or by a word that is `</s>`; `whole` adds the `</s>` a
+    /// line without one ends with. `None` spans stand for the `</s>` the reader adds.
+    /// The bytes are classified without a branch per byte (a table, and the positions
+    /// where a word starts or ends stored unconditionally).
+    fn line_words(line: &[u8], whole: bool, words: &mut Vec<Option<(u32, u32)>>) {
+        // Not whole: the line ends at its first newline, which brings `</s>`.
+        let (text, newline) = match (whole, memchr_newline(line)) {
+            (false, Some(i)) => (&line[..i], true),
+            _ => (line, false),
         };
+        let mut edges: Vec<u32> = vec![0; text.len() + 2];
+        let mut n = 0usize;
+        let mut inside = false;
+        for (i, &b) in text.iter().enumerate() {
+            let word = !DELIMITER[b as usize];
+            edges[n] = i as u32;
+            n += usize::from(word != inside);
+            inside = word;
+        }
+        if inside {
+            edges[n] = text.len() as u32;
+            n += 1;
+        }
+        for pair in edges[..n].chunks_exact(2) {
+            let (s, e) = (pair[0], pair[1]);
+            words.push(Some((s, e)));
+            if &text[s as usize..e as usize] == EOS {
+                return;
+            }
+        }
+        if whole || newline {
+            words.push(None);
+        }
+    }
+
+    /// Calls `add` with the input row of every word, character n-gram and word n-gram
+    /// of a line, in fastText's order (each word's rows as the words come, then the
+    /// word n-grams). The words are split and hashed first and looked up together:
+    /// their vocabulary slots are then read from memory side by side, not one word at
+    /// a time.
+    fn line_rows(&self, line: &[u8], whole: bool, add: &mut dyn FnMut(u32)) {
+        let mut words: Vec<Option<(u32, u32)>> = Vec::with_capacity(line.len() / 4 + 2);
+        Self::line_words(line, whole, &mut words);
+        let word = |w: Option<(u32, u32)>| match w {
+            Some((s, e)) => &line[s as usize..e as usize],
+            None => EOS,
+        };
+        let hashes: Vec<u32> = words.iter().map(|&w| hash(word(w))).collect();
+        let mask = self.vocab.mask;
+        let first: Vec<Slot> = hashes
+            .iter()
+            .map(|&h| self.vocab.slots[h as usize & mask])
+            .collect();
+        let mut word_hashes: Vec<i32> = Vec::with_capacity(words.len());
         let mut buf = Vec::new();
         let mut oov = self.oov.get_or_default().borrow_mut();
-        // One word, as fastText's `getLine` takes it; `true` when it ends the line (the
-        // end-of-sentence word, whether a newline made it or the text holds `</s>`).
-        let mut token = |word: &[u8], add: &mut dyn FnMut(u32)| -> bool {
-            let h = hash(word);
-            let id = self.vocab.find(word, h);
+        for ((&w, &h), &slot) in words.iter().zip(&hashes).zip(&first) {
+            let word = word(w);
+            let id = self.vocab.find_from(word, h, slot);
             let label = match id {
                 Some(id) => self.vocab.kinds[id] == 1,
                 None => word.starts_with(LABEL_PREFIX),
             };
-            if !label {
-                match id {
-                    Some(id) if self.maxn == 0 => add(id as u32),
-                    Some(id) => {
-                        let (s, e) = self.word_rows[id];
-                        for &row in &self.rows[s as usize..e as usize] {
-                            add(row);
-                        }
-                    }
-                    None if word != EOS && word.len() > OOV_WORD_BYTES => {
-                        self.subwords(bracketed(&mut buf, word), &mut *add);
-                    }
-                    None if word != EOS => {
-                        let rows = oov.rows_of(word, h, |rows| {
-                            self.subwords(bracketed(&mut buf, word), |r| rows.push(r));
-                        });
-                        for &row in &oov.rows[rows] {
-                            add(row);
-                        }
-                    }
-                    None => {}
-                }
-                word_hashes.push(h as i32);
+            if label {
+                continue;
             }
-            word == EOS
-        };
-        let delimiter = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0);
-        let mut start = None;
-        let mut ended = false;
-        for (i, &b) in line.iter().enumerate() {
-            if delimiter(b) {
-                if let Some(s) = start.take()
-                    && token(&line[s..i], &mut add)
-                {
-                    ended = true;
-                    break;
+            match id {
+                Some(id) if self.maxn == 0 => add(id as u32),
+                Some(id) => {
+                    let (s, e) = self.word_rows[id];
+                    for &row in &self.rows[s as usize..e as usize] {
+                        add(row);
+                    }
                 }
-                if b == b'\n' && !whole {
-                    token(EOS, &mut add);
-                    ended = true;
-                    break;
+                // Without character n-grams a word out of the vocabulary has no row.
+                None if self.maxn == 0 => {}
+                None if word != EOS && word.len() > OOV_WORD_BYTES => {
+                    self.subwords(bracketed(&mut buf, word), &mut *add);
                 }
-            } else if start.is_none() {
-                start = Some(i);
+                None if word != EOS => {
+                    let rows = oov.rows_of(word, h, |rows| {
+                        self.subwords(bracketed(&mut buf, word), |r| rows.push(r));
+                    });
+                    for &row in &oov.rows[rows] {
+                        add(row);
+                    }
+                }
+                None => {}
             }
-        }
-        if !ended {
-            let eos = start.is_some_and(|s| token(&line[s..], &mut add));
-            if whole && !eos {
-                token(EOS, &mut add);
-            }
+            word_hashes.push(h as i32);
         }
         if self.word_ngrams > 1 && self.bucket > 0 {
             let n = self.word_ngrams as usize;
@@ -823,12 +941,127 @@ impl Predictor {
                 let mut h = word_hashes[i] as i64 as u64;
                 for &next in word_hashes.iter().skip(i + 1).take(n - 1) {
                     h = h.wrapping_mul(116_049_371).wrapping_add(next as i64 as u64);
-                    if let Some(row) = self.ngram_row((h % u64::from(self.bucket)) as u32) {
+                    if let Some(row) = self.ngram_row(self.bucket_mod.rem(h) as u32) {
                         add(row);
                     }
                 }
             }
         }
+    }
+
+    /// Whether [`Predictor::project`] can serve this model: a softmax output layer (its
+    /// logits are linear in the hidden vector) of few labels (the table is then smaller
+    /// than the input rows).
+    pub fn can_project(&self) -> bool {
+        self.loss == LossKind::Softmax && self.labels.len() * 4 <= self.dim
+    }
+
+    /// Replaces the input rows by their products with the output rows, once: a line's
+    /// logits are then the mean of its rows' products, `labels` numbers a row instead
+    /// of `dim` (for DCLM's 2 labels and 100 dimensions, 8 bytes a row, and 17 MB
+    /// for 2 million n-gram buckets where the rows take 800 MB), which is what makes
+    /// scoring fast: the rows of a long text are read from memory at random. Sums are
+    /// then taken in f64 over products rounded to f32, not in fastText's f32 order over
+    /// the rows, so probabilities are within about 1e-7 of fastText's instead of equal
+    /// to the last bit (tested within 1e-6). `false`, and nothing changes, when
+    /// [`Predictor::can_project`] says no.
+    pub fn project(&mut self) -> bool {
+        if !self.can_project() {
+            return false;
+        }
+        if self.projection.is_some() {
+            return true;
+        }
+        let (dim, labels) = (self.dim, self.labels.len());
+        let mut table = vec![0f32; self.input.len() / dim * labels];
+        for (row, out) in self
+            .input
+            .chunks_exact(dim)
+            .zip(table.chunks_exact_mut(labels))
+        {
+            for (i, o) in out.iter_mut().enumerate() {
+                let w = &self.output[i * dim..(i + 1) * dim];
+                let mut d = 0f64;
+                for (x, c) in row.iter().zip(w) {
+                    d += f64::from(*x) * f64::from(*c);
+                }
+                if let Some(norms) = &self.output_scale {
+                    d *= f64::from(norms[i]);
+                }
+                *o = d as f32;
+            }
+        }
+        self.projection = Some(table);
+        self.input = Vec::new();
+        true
+    }
+
+    /// Softmax probabilities from the projected rows of a line, as fastText returns
+    /// them (`exp(log(p + 1e-5))`), by label index; `None` for a line without rows.
+    fn projected(&self, table: &[f32], line: &[u8], whole: bool) -> Option<Vec<f32>> {
+        let labels = self.labels.len();
+        // The rows first, then their sums: loads of rows known in advance overlap,
+        // where rows read between word lookups wait on memory one by one.
+        let mut rows: Vec<u32> = Vec::with_capacity(line.len() / 2);
+        self.line_rows(line, whole, &mut |row: u32| rows.push(row));
+        let count = rows.len();
+        if count == 0 {
+            return None;
+        }
+        let mut sums = vec![0f64; labels];
+        if labels == 2 {
+            let (mut a, mut b) = (0f64, 0f64);
+            for &row in &rows {
+                let r = row as usize * 2;
+                a += f64::from(table[r]);
+                b += f64::from(table[r + 1]);
+            }
+            sums[0] = a;
+            sums[1] = b;
+        } else {
+            for &row in &rows {
+                let r = row as usize * labels;
+                for (s, p) in sums.iter_mut().zip(&table[r..r + labels]) {
+                    *s += f64::from(*p);
+                }
+            }
+        }
+        let n = count as f64;
+        let max = sums.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exps: Vec<f64> = sums.iter().map(|s| ((s - max) / n).exp()).collect();
+        let z: f64 = exps.iter().sum();
+        Some(exps.iter().map(|e| std_log((e / z) as f32).exp()).collect())
+    }
+
+    fn predict_words(&self, line: &[u8], whole: bool, k: i32, threshold: f32) -> Vec<(usize, f32)> {
+        let k = if k < 0 { self.labels.len() } else { k as usize };
+        // An empty raw line is no line at all; a prepared text always holds its `</s>`.
+        if k == 0 || line.is_empty() && !whole {
+            return Vec::new();
+        }
+        if let Some(table) = &self.projection {
+            let Some(probs) = self.projected(table, line, whole) else {
+                return Vec::new();
+            };
+            let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
+            // The probabilities hold fastText's 1e-5 already: the threshold is on p.
+            for (i, &p) in probs.iter().enumerate() {
+                if p - 1e-5 >= threshold {
+                    push_best(&mut best, k, p, i);
+                }
+            }
+            best.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            return best.into_iter().map(|(p, i)| (i, p)).collect();
+        }
+        let mut hidden = vec![0f32; self.dim];
+        let mut count = 0usize;
+        self.line_rows(line, whole, &mut |row: u32| {
+            let r = row as usize * self.dim;
+            for (h, v) in hidden.iter_mut().zip(&self.input[r..r + self.dim]) {
+                *h += v;
+            }
+            count += 1;
+        });
         if count == 0 {
             return Vec::new();
         }
@@ -1023,6 +1256,38 @@ mod tests {
         // Counts 5, 3, 1: leaves 2 and 1 join first (node 3, count 4), then node 3
         // and leaf 0 (node 4, the root).
         assert_eq!(huffman(&[5, 3, 1]), vec![(2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn fast_modulo_is_the_remainder() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for d in [
+            1u32,
+            2,
+            3,
+            7,
+            1000,
+            200_000,
+            2_000_000,
+            10_000_000,
+            u32::MAX,
+        ] {
+            let f = FastMod::new(d);
+            for a in [
+                0u64,
+                1,
+                u64::from(d) - 1,
+                u64::from(d),
+                u64::MAX,
+                u64::MAX - 1,
+            ] {
+                assert_eq!(f.rem(a), a % u64::from(d), "{a} % {d}");
+            }
+            for _ in 0..10_000 {
+                let a = rng.u64(..);
+                assert_eq!(f.rem(a), a % u64::from(d), "{a} % {d}");
+            }
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! fastText classifiers of any labels: DCLM's `fasttext-oh-eli5` (`hq` against `cc`),
 //! a FineWeb-Edu fastText model, or one `mill-classify train` fits. The model is read
 //! into the predictor langid and toxicity use ([`pipeline::fasttext_model`]), whose
-//! probabilities are fastText's own to the last bit; every label's probability comes
-//! from one prediction (`predict(k=-1)`).
+//! probabilities are fastText's own; every label's probability comes from one
+//! prediction (`predict(k=-1)`). A softmax model of few labels is scored from each
+//! row's products with the output rows (`Predictor::project`): within 1e-7 of
+//! fastText's probabilities, several times faster on a large model.
 
 use pipeline::fasttext_model::Model;
 use pipeline::{Result, Storage};
@@ -19,12 +21,15 @@ pub struct FastText {
 impl FastText {
     /// Loads the model at `config.model` (disk or S3), checking its SHA-256 when given.
     pub fn load(storage: &Storage, config: &ClassifierConfig) -> Result<FastText> {
-        let model = Model::load(
+        let mut model = Model::load(
             storage,
             &config.model,
             config.model_sha256.as_deref(),
             "give a supervised fastText model (.bin or .ftz), or train one with `mill-classify train`",
         )?;
+        // A softmax over few labels (DCLM's, FineWeb-Edu fastText's): each row's
+        // products with the output rows stand for the row (see `Predictor::project`).
+        model.predictor.project();
         Ok(FastText {
             model,
             form: config.text,

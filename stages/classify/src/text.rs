@@ -41,6 +41,19 @@ impl TextForm {
         match self {
             TextForm::Newlines => Cow::Borrowed(text),
             TextForm::Lines => {
+                // Most texts have none of the extra boundaries and ASCII ends: found
+                // by a byte search, not a walk over the characters.
+                let bytes = text.as_bytes();
+                let ends_ascii =
+                    |b: Option<&u8>| b.is_none_or(|&b| b < 0x80 && !(0x1c..=0x1f).contains(&b));
+                if ends_ascii(bytes.first())
+                    && ends_ascii(bytes.last())
+                    && memchr::memchr3(0x1c, 0x1d, 0x1e, bytes).is_none()
+                    && memchr::memchr2(0xc2, 0xe2, bytes)
+                        .is_none_or(|_| !text.contains(extra_boundary))
+                {
+                    return Cow::Borrowed(text);
+                }
                 let trimmed = text.trim_matches(python_space);
                 // Whitespace that fastText splits on anyway changes nothing at the ends.
                 let ascii_ends = text
