@@ -12,6 +12,7 @@
 #      shape, 110M parameters) on 128 of the texts, docs/s by mill-classify and by
 #      transformers at 1 and 2 threads.
 # Usage: scripts/bench-classify.sh SHARED_DATA_DIR [WORK_DIR]
+#   (ONLY=fasttext or ONLY=transformers runs one half)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data="${1:?usage: scripts/bench-classify.sh SHARED_DATA_DIR [WORK_DIR]}"
@@ -27,6 +28,7 @@ python3 scripts/bench_classify.py texts "$work" "$work/wcxb" "$work/dragnet-trai
 # The texts as one input of a step.
 rm -rf "$work/in" && mkdir -p "$work/in" && cp "$work/texts.jsonl" "$work/in/texts.jsonl"
 
+if [ "${ONLY:-fasttext}" = fasttext ]; then
 echo "== fastText: train (DCLM's settings), parity, speed"
 $bin train --positives "$work/positives.jsonl" --negatives "$work/negatives.jsonl" --output "$work/model" --force
 printf '[[classifier]]\nname = "q"\nkind = "fasttext"\nmodel = "%s"\nlabel = "hq"\nall_labels = true\n' \
@@ -50,6 +52,8 @@ for m in glob.glob(sys.argv[1] + "/_done/*.json"):
 print(json.dumps({"ours_documents": docs, "ours_classify_seconds": secs, "ours_docs_per_second": docs / secs}))
 PY
 taskset -c 0 python3 scripts/bench_classify.py datatrove "$work/model/model.bin" "$work/texts.jsonl" 4
+fi
+[ "${ONLY:-transformers}" = transformers ] || exit 0
 
 echo "== transformers: parity on every text, then BERT-base speed"
 if [ ! -d "$work/models/bert-base-regression" ]; then

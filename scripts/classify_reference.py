@@ -17,7 +17,12 @@ creates with random weights.
       768, 12 layers of 12 heads, 3072 wide, 110M parameters, a regression head) with
       random weights and a 30,522-entry WordPiece vocabulary trained on the corpus.
 
+  classify_reference.py synthetic OUT.jsonl N WORDS
+      N texts of WORDS random words each (a fixed vocabulary, seeded): documents past
+      512 tokens for the GPU check, which has no real text.
+
   classify_reference.py score MODEL_DIR TEXTS.jsonl OUT.jsonl [--threads N] [--batch B]
+                              [--device cpu|cuda] [--dtype f32|bf16]
       Scores each text as FineWeb-Edu's annotation did (tokenizer(..., truncation=True,
       padding="longest") in batches, f32 on CPU) and writes {"logits": [...]} per line,
       in input order. With --time, prints documents per second (texts sorted by length
@@ -156,16 +161,33 @@ def make_models(out, corpus, base):
         print(f"{folder}: {sum(p.numel() for p in model.parameters())} parameters")
 
 
-def score(model_dir, texts_path, out, threads, batch, timed):
+def synthetic(out, n, words):
+    import random
+
+    rng = random.Random(45)
+    vocab = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        for _ in range(20000)
+    ]
+    with open(out, "w") as f:
+        for i in range(n):
+            text = " ".join(rng.choice(vocab) for _ in range(words))
+            f.write(json.dumps({"id": f"s{i:06}", "text": text}) + "\n")
+
+
+def score(model_dir, texts_path, out, threads, batch, timed, device="cpu", dtype="f32"):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     torch.set_num_threads(threads)
     texts = read_texts(texts_path)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        model_dir, torch_dtype=torch.float32
-    ).eval()
+    kind = torch.bfloat16 if dtype == "bf16" else torch.float32
+    model = (
+        AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=kind)
+        .to(device)
+        .eval()
+    )
     order = list(range(len(texts)))
     if timed:
         # Sorted by length, as mill-classify batches: the least padding.
@@ -182,9 +204,12 @@ def score(model_dir, texts_path, out, threads, batch, timed):
                 padding="longest",
                 truncation=True,
             )
-            out_logits = model(**enc).logits.float()
+            enc = {k: v.to(device) for k, v in enc.items()}
+            out_logits = model(**enc).logits.float().cpu()
             for i, row in zip(idx, out_logits.tolist()):
                 logits[i] = row
+    if device == "cuda":
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     with open(out, "w") as f:
         for row in logits:
@@ -198,6 +223,8 @@ def score(model_dir, texts_path, out, threads, batch, timed):
                     "docs_per_second": len(texts) / seconds,
                     "threads": threads,
                     "batch": batch,
+                    "device": device,
+                    "dtype": dtype,
                 }
             )
         )
@@ -217,11 +244,19 @@ def main():
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--batch", type=int, default=16)
     s.add_argument("--time", action="store_true")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--dtype", default="f32")
+    y = sub.add_parser("synthetic")
+    y.add_argument("out")
+    y.add_argument("n", type=int)
+    y.add_argument("words", type=int)
     args = ap.parse_args()
     if args.cmd == "models":
         make_models(args.out, args.corpus, args.base)
+    elif args.cmd == "synthetic":
+        synthetic(args.out, args.n, args.words)
     else:
-        score(args.model, args.texts, args.out, args.threads, args.batch, args.time)
+        score(args.model, args.texts, args.out, args.threads, args.batch, args.time, args.device, args.dtype)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 #       TLS); the lid.176 model in $TOKENMILL_CACHE/models; /tmp; a minimal /etc/passwd
 #       and /etc/group. One layer, made with `podman import` from a folder: no image
 #       has to be pulled.
-#   tokenmill-trainer:<version> and :latest (with --trainer): that image plus mill-train
+#   tokenmill-trainer:<version> and :latest (with --trainer): that image plus mill-train,
+#       mill-classify-gpu (the classify stage's transformers on GPUs)
 #       and PyPI torch's libtorch with the CUDA libraries of the nvidia-* wheels, from
 #       the virtualenv trainer/setup-torch.sh makes (one more layer, several GB); on GPU
 #       hosts it needs the NVIDIA container toolkit, which brings the driver.
@@ -79,10 +80,10 @@ fi
 declare -A package=(
   [mill]=jobs [mill-extract]=extract [mill-langid]=langid [mill-quality]=quality
   [mill-toxicity]=toxicity [mill-pii]=pii [mill-decontam]=decontam [mill-dedup]=dedup
-  [mill-tokenize]=tokenize [mill-import]=import
+  [mill-tokenize]=tokenize [mill-import]=import [mill-classify]=classify
 )
 bins=(mill mill-extract mill-langid mill-quality mill-toxicity mill-pii mill-decontam
-  mill-dedup mill-tokenize mill-import)
+  mill-dedup mill-tokenize mill-import mill-classify)
 build=()
 for b in "${bins[@]}"; do
   [ -x "target/release/$b" ] || build+=(-p "${package[$b]}")
@@ -95,7 +96,7 @@ fi
 if [ "$trainer" = 1 ]; then
   # The trainer links PyPI torch's libtorch (installed once into .cache/torch-venv).
   eval "$(trainer/setup-torch.sh)"
-  if [ ! -x target/release/mill-train ]; then
+  if [ ! -x target/release/mill-train ] || [ ! -x target/release/mill-classify-gpu ]; then
     command -v cargo >/dev/null 2>&1 || die "target/release/mill-train is missing and cargo is not installed (rustup.rs)"
     log "building mill-train: cargo build --release --locked -p trainer"
     cargo build --release --locked -p trainer
@@ -186,6 +187,7 @@ if [ "$trainer" = 1 ]; then
   rm -rf "$ctx"
   mkdir -p "$ctx/torch" "$ctx/nvidia"
   strip --strip-debug -o "$ctx/mill-train" target/release/mill-train
+  strip --strip-debug -o "$ctx/mill-classify-gpu" target/release/mill-classify-gpu
   # libtorch keeps the wheels' layout: libtorch_cuda.so finds the CUDA libraries
   # through its RPATH ($ORIGIN/../../nvidia/*/lib). Hard links where the file system
   # allows, copies elsewhere; static archives and the Python bindings stay out.
@@ -204,7 +206,7 @@ if [ "$trainer" = 1 ]; then
   while read -r lib; do
     case "$lib" in "$PWD/$ctx"/*) continue ;; esac
     [ -e "$rootfs$lib" ] || sys+=("$lib")
-  done < <(find "$PWD/$ctx" -type f \( -name 'mill-train' -o -name '*.so' -o -name '*.so.*' \) \
+  done < <(find "$PWD/$ctx" -type f \( -name 'mill-train' -o -name 'mill-classify-gpu' -o -name '*.so' -o -name '*.so.*' \) \
     -exec env LD_LIBRARY_PATH="$PWD/$ctx/torch/lib" ldd {} + 2>/dev/null \
     | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && NF == 2 { print $1 }' | sort -u)
   mkdir -p "$ctx/sys"
@@ -217,6 +219,7 @@ if [ "$trainer" = 1 ]; then
 FROM localhost/tokenmill:$version
 COPY sys/ /
 COPY mill-train /usr/local/bin/mill-train
+COPY mill-classify-gpu /usr/local/bin/mill-classify-gpu
 COPY torch /opt/libtorch/torch
 COPY nvidia /opt/libtorch/nvidia
 ENV LD_LIBRARY_PATH=/opt/libtorch/torch/lib

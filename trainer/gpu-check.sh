@@ -3,7 +3,11 @@
 # `125m` and `1b` in bf16 on synthetic shards at a 256,000-entry vocabulary and prints
 # tokens/s, MFU and peak GPU memory next to trainer/bench/reference.py (the same model in
 # PyTorch: bf16, SDPA, torch.compile off and on) run in the same script. Ends with a JSON
-# line per run; each run's line is also printed as soon as it is measured.
+# line per run; each run's line is also printed as soon as it is measured. Then the
+# classify stage on the GPU: documents per second per GPU of a 110M-parameter BERT
+# (FineWeb-Edu's classifier's shape, random weights) on synthetic documents past 512
+# tokens, mill-classify-gpu (bf16) beside transformers (bf16, batches of 64 sorted by
+# length) in the same script.
 #
 # Two ways to get mill-train:
 #   trainer/gpu-check.sh [OUT_DIR]
@@ -43,10 +47,16 @@ esac
 if [ -n "$prebuilt" ]; then
   pack="$(cd "$prebuilt" && pwd)"
   out="${out:-$pack/run}"
-  mill="$pack/bin/mill-train" loader="$pack/bin/loader_bench" reference="$pack/reference.py"
-  for f in "$mill" "$loader" "$reference"; do
-    [ -e "$f" ] || { echo "gpu-check: no $f: pack with trainer/pack-gpu-check.sh" >&2; exit 1; }
+  # The pack's binaries travel gzipped: unpacked into the output folder.
+  mkdir -p "$out/bin"
+  for b in mill-train loader_bench mill-classify-gpu; do
+    [ -e "$pack/bin/$b.gz" ] || { echo "gpu-check: no $pack/bin/$b.gz: pack with trainer/pack-gpu-check.sh" >&2; exit 1; }
+    python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      "$pack/bin/$b.gz" "$out/bin/$b"
+    chmod +x "$out/bin/$b"
   done
+  mill="$out/bin/mill-train" loader="$out/bin/loader_bench" reference="$pack/reference.py"
+  classify_bin="$out/bin/mill-classify-gpu" classify_ref="$pack/classify_reference.py"
   py=python3
   # The binary was built against torch 2.11: the machine's python3 must hold that torch.
   "$py" - "$device" <<'PY'
@@ -79,6 +89,7 @@ else
   out="${out:-.cache/gpu-check}"
   mill=target/release/mill-train loader=target/release/examples/loader_bench
   reference=trainer/bench/reference.py
+  classify_bin=target/release/mill-classify-gpu classify_ref=scripts/classify_reference.py
   if python3 - "$device" 2>/dev/null <<'PY'
 import sys, torch
 sys.exit(not (torch.__version__.startswith("2.11") and (sys.argv[1] == "cpu" or torch.cuda.is_available())))
@@ -110,7 +121,7 @@ fi
 
 if [ -z "$prebuilt" ]; then
   echo "== build (cuda feature)"
-  cargo build --release --locked -p trainer --features cuda --bin mill-train --example loader_bench
+  cargo build --release --locked -p trainer --features cuda --bin mill-train --bin mill-classify-gpu --example loader_bench
 fi
 shard_tokens=50000000
 if [ "$device" = cpu ]; then shard_tokens=1000000; fi
@@ -204,12 +215,55 @@ for spec in $runs; do
   echo "== $preset: PyTorch + torch.compile (at ${SECONDS}s)"; run_ref "$preset" "$steps" "$micro" "$seq" --compile
 done
 
+# The classify stage on the GPU (on the CPU: a small model, a few documents, to prove
+# the pack): documents per second per GPU, ours and transformers', the same model and
+# documents. Ours is the input's wall time (reading, tokenizing, scoring, writing);
+# transformers' is tokenizing and scoring; model loads left out on both sides.
+classify_docs="${CLASSIFY_DOCS:-20000}" classify_model=bert-base-regression gpus=1 dtype=bf16 base=--base
+if [ "$device" = cpu ]; then classify_docs=64 classify_model=bert-regression gpus=0 dtype=f32 base=""; fi
+cdir="$out/classify"
+echo "== classify: $classify_model, $classify_docs documents past 512 tokens (at ${SECONDS}s)"
+mkdir -p "$cdir/in"
+# The tokenizers are trained on the first 500 documents (quick), the model scores all.
+if "$py" "$classify_ref" synthetic "$cdir/in/docs.jsonl" "$classify_docs" 700 \
+  && head -500 "$cdir/in/docs.jsonl" >"$cdir/corpus.jsonl" \
+  && { [ -d "$cdir/models/$classify_model" ] || "$py" "$classify_ref" models "$cdir/models" "$cdir/corpus.jsonl" $base >"$cdir/setup.err" 2>&1; }; then
+  printf '[[classifier]]\nname = "edu"\nkind = "transformer"\nmodel = "%s"\n' "$cdir/models/$classify_model" >"$cdir/classify.toml"
+  rm -rf "$cdir/scored"
+  if "$classify_bin" --input "$cdir/in" --output "$cdir/scored" --config "$cdir/classify.toml" \
+    --gpus "$gpus" --log-format json >"$cdir/ours.log" 2>&1; then
+    "$py" - "$cdir/scored" "$classify_model" "$device" <<'PY' | tee -a "$results"
+import glob, json, sys
+docs = secs = 0
+for m in glob.glob(sys.argv[1] + "/_done/*.json"):
+    s = json.load(open(m))["stats"]
+    docs += s["docs_in"]
+    secs += s["seconds"]
+print(json.dumps({"tool": "mill-classify-gpu", "preset": "classify-" + sys.argv[2], "documents": docs,
+                  "seconds": secs, "docs_per_second": docs / secs, "device": sys.argv[3]}))
+PY
+  else
+    fail mill-classify-gpu "classify-$classify_model" "$cdir/ours.log"
+  fi
+  if "$py" "$classify_ref" score "$cdir/models/$classify_model" "$cdir/in/docs.jsonl" "$cdir/ref.jsonl" \
+    --batch 64 --time --device "$device" --dtype "$dtype" >"$cdir/ref.log" 2>"$cdir/ref.log.err"; then
+    "$py" -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); r["tool"]="transformers"; r["preset"]="classify-"+sys.argv[2]; print(json.dumps(r))' "$cdir/ref.log" "$classify_model" | tee -a "$results"
+  else
+    fail transformers "classify-$classify_model" "$cdir/ref.log"
+  fi
+else
+  touch "$cdir/setup.err"; fail classify-setup "$classify_model" "$cdir/setup"
+fi
+
 echo
 echo "== done in ${SECONDS}s on $device; peak GiB: $([ "$device" = cpu ] && echo "resident size" || echo "GPU memory, nvidia-smi")"
 "$py" - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f"{'preset':6} {'tool':18} {'tokens/s':>10} {'MFU':>6} {'peak GiB':>9} {'vs compile':>10}")
+for r in (r for r in rows if r["preset"].startswith("classify-") and "error" not in r):
+    print(f"{r['preset']} {r['tool']:18} {r['docs_per_second']:10.1f} docs/s")
+rows = [r for r in rows if not r["preset"].startswith("classify-")]
 for preset in dict.fromkeys(r["preset"] for r in rows):
     ref = next((r for r in rows if r["preset"] == preset and r["tool"] == "pytorch+compile" and "error" not in r), None)
     for r in (r for r in rows if r["preset"] == preset):

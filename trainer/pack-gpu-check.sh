@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Packs the trainer's GPU check for the lent GPU machine, which has PyTorch 2.11 but no
-# Rust and no network: builds mill-train with --features cuda against PyPI's torch 2.11.0
+# Rust and no network: builds mill-train and mill-classify-gpu (the classify stage's
+# transformers on GPUs) with --features cuda against PyPI's torch 2.11.0
 # (trainer/setup-torch.sh; the libtorch that machine's torch holds) and the loader_bench
 # example (it writes the synthetic shards there), in a target folder of their own so that
 # target/release/mill-train stays the CPU build the tests use; then copies into DIR the
-# two binaries without their debug information, any shared library they need that is
-# neither torch's, NVIDIA's nor the C/C++ runtime's, trainer/bench/reference.py and
-# trainer/gpu-check.sh. DIR must stay under 64 MiB, what the device tool carries.
+# binaries without their debug information, any shared library they need that is
+# neither torch's, NVIDIA's nor the C/C++ runtime's, trainer/bench/reference.py,
+# scripts/classify_reference.py and trainer/gpu-check.sh. DIR must stay under 64 MiB, what the device tool carries.
 # On that machine: DIR/gpu-check.sh --prebuilt DIR (trainer/README.md, "GPU check on the
 # lent device"); here, trainer/check-pack.sh DIR proves the pack on the CPU.
 # Usage: trainer/pack-gpu-check.sh [DIR]   (default .cache/gpu-check-pack)
@@ -21,7 +22,7 @@ python="$VIRTUAL_ENV/bin/python"
 echo "== build (cuda feature, $target)"
 start=$SECONDS
 CARGO_TARGET_DIR="$target" cargo build --release --locked -p trainer --features cuda \
-  --bin mill-train --example loader_bench
+  --bin mill-train --bin mill-classify-gpu --example loader_bench
 echo "built in $((SECONDS - start)) s"
 mill="$target/release/mill-train"
 loader="$target/release/examples/loader_bench"
@@ -36,8 +37,9 @@ fi
 rm -rf "$dir"
 mkdir -p "$dir/bin"
 strip --strip-debug -o "$dir/bin/mill-train" "$mill"
+strip --strip-debug -o "$dir/bin/mill-classify-gpu" "$target/release/mill-classify-gpu"
 strip --strip-debug -o "$dir/bin/loader_bench" "$loader"
-cp trainer/gpu-check.sh trainer/bench/reference.py "$dir/"
+cp trainer/gpu-check.sh trainer/bench/reference.py scripts/classify_reference.py "$dir/"
 chmod +x "$dir/gpu-check.sh"
 
 # Shared libraries: those under the torch installation (torch/lib, nvidia/*) come from the
@@ -45,7 +47,7 @@ chmod +x "$dir/gpu-check.sh"
 site="$("$python" -c 'import os, torch; print(os.path.realpath(os.path.dirname(os.path.dirname(torch.__file__))))')"
 runtime='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|lib(c|m|dl|rt|pthread|util|gcc_s|stdc\+\+)\.so\.[0-9]+)$'
 packed=()
-for bin in "$dir/bin/mill-train" "$dir/bin/loader_bench"; do
+for bin in "$dir/bin/mill-train" "$dir/bin/mill-classify-gpu" "$dir/bin/loader_bench"; do
   while read -r name _ path _; do
     [[ "$name" =~ $runtime ]] && continue
     [[ "$name" == /* ]] && continue  # the interpreter, listed by path
@@ -66,6 +68,9 @@ done
 
 glibc="$(objdump -T "$dir"/bin/* | grep -o 'GLIBC_2\.[0-9.]*' | sort -uV | tail -1)"
 glibcxx="$(objdump -T "$dir"/bin/* | grep -o 'GLIBCXX_3\.[0-9.]*' | sort -uV | tail -1)"
+# Three binaries pass the device tool's 64 MiB: they travel gzipped (gpu-check.sh
+# unpacks them with python3's gzip into its output folder).
+gzip -9 -n "$dir"/bin/*
 torch="$("$python" -c 'import torch; print(torch.__version__)')"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --quiet HEAD --; then commit="$commit with uncommitted changes"; fi
