@@ -328,6 +328,41 @@ pub fn targets() -> Vec<Target> {
             max_input: 64 << 10,
         },
         Target {
+            name: "sketch",
+            about: "the per-input quantile sketches keep_top merges (pipeline::sketch::Sketch::from_bytes)",
+            seeds: sketch_seeds,
+            dictionary: &[
+                b"TMKLL\x001\n",
+                b"\xff\xff\xff\xff",
+                b"\x00\x00\xc0\x7f",
+                b"\x40\x00\x00\x00",
+            ],
+            run: sketch,
+            memory_cap: 64 * mib,
+            time_bound: secs(5),
+            max_input: 64 << 10,
+        },
+        Target {
+            name: "model-config",
+            about: "a transformer classifier's config.json (classify::transformer::ModelConfig::parse)",
+            seeds: model_config_seeds,
+            dictionary: &[
+                b"\"architectures\"",
+                b"BertForSequenceClassification",
+                b"XLMRobertaForSequenceClassification",
+                b"\"id2label\"",
+                b"\"problem_type\"",
+                b"\"regression\"",
+                b"\"hidden_size\"",
+                b"\"num_attention_heads\"",
+                b"18446744073709551615",
+            ],
+            run: model_config,
+            memory_cap: 32 * mib,
+            time_bound: secs(5),
+            max_input: 16 << 10,
+        },
+        Target {
             name: "config",
             about: "pipeline files and the stage configs in them (jobs::Pipeline::parse)",
             seeds: config_seeds,
@@ -570,6 +605,60 @@ fn index(input: &[u8]) -> Outcome {
             let _ = ix.tokens();
             Ok("parsed".into())
         }
+        Err(_) => Ok("refused".into()),
+    }
+}
+
+fn sketch_seeds() -> Vec<Vec<u8>> {
+    [(0usize, 64u32), (10, 64), (5000, 64), (300, 8)]
+        .iter()
+        .map(|&(n, k)| {
+            let mut s = pipeline::sketch::Sketch::new(k, n as u64);
+            for i in 0..n {
+                s.add((i * 7919 % 1000) as f32 / 1000.0);
+            }
+            s.to_bytes()
+        })
+        .collect()
+}
+
+/// A sketch is read or refused; one read answers its queries and merges.
+fn sketch(input: &[u8]) -> Outcome {
+    match pipeline::sketch::Sketch::from_bytes(input, "in.kll") {
+        Err(_) => Ok("refused".into()),
+        Ok(s) => {
+            let _ = (
+                s.quantile(0.5),
+                s.rank(0.5),
+                s.rank_error(),
+                s.histogram(0.0, 1.0, 20),
+            );
+            let mut m = pipeline::sketch::Sketch::new(64, 1);
+            m.merge(&s);
+            m.merge(&s);
+            if m.count() != s.count().saturating_mul(2) {
+                return Err(format!(
+                    "merging twice counts {} of {}",
+                    m.count(),
+                    s.count()
+                ));
+            }
+            Ok("read".into())
+        }
+    }
+}
+
+fn model_config_seeds() -> Vec<Vec<u8>> {
+    vec![
+        br#"{"architectures":["BertForSequenceClassification"],"hidden_size":768,"num_attention_heads":12,"num_hidden_layers":12,"intermediate_size":3072,"vocab_size":30522,"max_position_embeddings":512,"id2label":{"0":"LABEL_0"},"problem_type":"regression"}"#.to_vec(),
+        br#"{"architectures":["XLMRobertaForSequenceClassification"],"model_type":"xlm-roberta","hidden_size":8,"num_attention_heads":2,"num_hidden_layers":1,"intermediate_size":16,"vocab_size":10,"max_position_embeddings":514,"pad_token_id":1,"type_vocab_size":1,"id2label":{"0":"a","1":"b"}}"#.to_vec(),
+    ]
+}
+
+fn model_config(input: &[u8]) -> Outcome {
+    match classify::transformer::ModelConfig::parse(input, "config.json") {
+        Ok(c) if c.labels.is_empty() => Err("a config without labels was taken".into()),
+        Ok(_) => Ok("parsed".into()),
         Err(_) => Ok("refused".into()),
     }
 }
