@@ -177,3 +177,71 @@ fn empty_and_odd_text_is_scored() {
         }
     }
 }
+
+/// Models on S3 (the loopback server): a fastText file and a transformer folder load
+/// and score as they do from disk; a folder missing a file names its S3 address.
+#[test]
+fn models_load_from_s3() {
+    let Some((storage, _, bucket)) = pipeline::testing::s3_bucket("classify-models") else {
+        return;
+    };
+    let put = |rel: &str, path: &Path| {
+        let loc = pipeline::Location::parse(&format!("s3://{bucket}/{rel}")).expect("address");
+        storage
+            .put(&loc, &std::fs::read(path).expect("read"))
+            .expect("upload");
+    };
+    put("ft/model.bin", crate::fasttext::model());
+    let folder = models().join("xlmr-labels");
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
+        put(&format!("xlmr/{f}"), &folder.join(f));
+    }
+    let config = |ft: &str, tr: &str| Config {
+        classifiers: vec![
+            crate::fasttext::config_at("f", ft),
+            ClassifierConfig::new("t", Kind::Transformer, tr),
+        ],
+        ..Config::default()
+    };
+    let remote = Classify::new(
+        &storage,
+        &config(
+            &format!("s3://{bucket}/ft/model.bin"),
+            &format!("s3://{bucket}/xlmr"),
+        ),
+    )
+    .expect("models from S3");
+    let local = Classify::new(
+        &Storage::new(),
+        &config(
+            &crate::fasttext::model().to_string_lossy(),
+            &folder.to_string_lossy(),
+        ),
+    )
+    .expect("models from disk");
+    for text in ["The key idea is simple.", "Add to cart\nSign in"] {
+        let mut a = pipeline::Document::new("d", text);
+        let mut b = pipeline::Document::new("d", text);
+        pipeline::Stage::process(&remote, &mut a);
+        pipeline::Stage::process(&local, &mut b);
+        assert_eq!(a.annotations, b.annotations, "{text}");
+    }
+    let err = Classify::new(
+        &storage,
+        &config(
+            &format!("s3://{bucket}/ft/model.bin"),
+            &format!("s3://{bucket}/ft"),
+        ),
+    )
+    .expect_err("no config.json there")
+    .to_string();
+    assert!(
+        err.contains(&format!("s3://{bucket}/ft/config.json")),
+        "{err}"
+    );
+}

@@ -56,10 +56,15 @@ pub fn model() -> &'static PathBuf {
 
 /// A configuration of one fastText classifier on the trained model.
 pub fn config(name: &str) -> ClassifierConfig {
+    config_at(name, &model().to_string_lossy())
+}
+
+/// The same with the model at `url`.
+pub fn config_at(name: &str, url: &str) -> ClassifierConfig {
     ClassifierConfig {
         label: Some("hq".into()),
         all_labels: true,
-        ..ClassifierConfig::new(name, Kind::Fasttext, &model().to_string_lossy())
+        ..ClassifierConfig::new(name, Kind::Fasttext, url)
     }
 }
 
@@ -135,4 +140,63 @@ fn scores_equal_fasttexts_predict() {
         assert_eq!(f64::from(o.score), f64::from(o.all[1]), "the score is hq's");
     }
     eprintln!("{} texts, max |difference| {worst:e}", ours.len());
+}
+
+/// The projected predictor (one pass, logit differences) against fastText's exact
+/// algorithm on the same model: lines and whole texts, every label, within 1e-6, with
+/// the edge cases of fastText's reader (newlines, `</s>`, labels, NUL, nothing).
+#[test]
+fn the_projected_predictor_keeps_fasttexts_scores() {
+    let bytes = std::fs::read(model()).expect("model");
+    let exact = pipeline::fasttext_model::Predictor::from_bytes(&bytes).expect("exact");
+    let mut fast = pipeline::fasttext_model::Predictor::from_bytes(&bytes).expect("fast");
+    assert!(fast.project(), "a two-label softmax model is projected");
+    let mut lines: Vec<String> = texts().iter().take(120).cloned().collect();
+    lines.extend(
+        [
+            "",
+            " ",
+            "\n",
+            "a\nb c",
+            "first line\nsecond line",
+            "x </s> y z",
+            "</s>",
+            "__label__hq many words __label__cc here",
+            "nul\0inside",
+            "step by step, the key idea",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let mut compared = 0;
+    for line in &lines {
+        for whole in [false, true] {
+            for k in [1, -1] {
+                let (a, b) = if whole {
+                    (
+                        exact.predict_text(line, k, 0.0),
+                        fast.predict_text(line, k, 0.0),
+                    )
+                } else {
+                    (
+                        exact.predict_line(line, k, 0.0),
+                        fast.predict_line(line, k, 0.0),
+                    )
+                };
+                assert_eq!(
+                    a.iter().map(|p| p.0).collect::<Vec<_>>(),
+                    b.iter().map(|p| p.0).collect::<Vec<_>>(),
+                    "{line:?} whole {whole} k {k}: labels"
+                );
+                for (x, y) in a.iter().zip(&b) {
+                    assert!(
+                        (x.1 - y.1).abs() <= 1e-6,
+                        "{line:?} whole {whole}: {x:?} vs {y:?}"
+                    );
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 500, "{compared}");
 }
