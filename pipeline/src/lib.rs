@@ -33,7 +33,7 @@ pub use document::{Column, ColumnKind, Document, Payload, Value};
 pub use error::{Error, Result};
 pub use runner::{
     InputStage, Measure, Partition, Plan, Planned, Report, RowStage, RunOptions, Stage, Step, Unit,
-    UnitDone, UnitPlan, Verdict, plan, plan_units, run, run_units,
+    UnitDone, UnitPlan, Verdict, plan, plan_units, run, run_unit, run_units,
 };
 pub use source::{DocBatch, DocumentSource, Source};
 pub use stats::Stats;

@@ -187,27 +187,38 @@ impl Step {
         row: u64,
         spent: &[AtomicU64],
     ) -> Verdict {
+        let verdict = self.stages_on(0..self.stages.len(), doc, spent);
+        match bound {
+            Some(stage) if verdict == Verdict::Keep => {
+                let t = Instant::now();
+                let verdict = stage.process(doc, row);
+                spent[self.stages.len()]
+                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                verdict
+            }
+            _ => verdict,
+        }
+    }
+
+    /// Runs stages `range` on one document, one at a time (the first drop wins),
+    /// adding the nanoseconds each took to its counter in `spent`.
+    fn stages_on(
+        &self,
+        range: std::ops::Range<usize>,
+        doc: &mut Document,
+        spent: &[AtomicU64],
+    ) -> Verdict {
         let mut t = Instant::now();
-        let mut lap = |i: usize| {
+        for i in range {
+            let verdict = self.stages[i].process(doc);
             let now = Instant::now();
             spent[i].fetch_add((now - t).as_nanos() as u64, Ordering::Relaxed);
             t = now;
-        };
-        for (i, stage) in self.stages.iter().enumerate() {
-            let verdict = stage.process(doc);
-            lap(i);
-            if let Verdict::Drop(reason) = verdict {
-                return Verdict::Drop(reason);
+            if verdict != Verdict::Keep {
+                return verdict;
             }
         }
-        match bound {
-            Some(stage) => {
-                let verdict = stage.process(doc, row);
-                lap(self.stages.len());
-                verdict
-            }
-            None => Verdict::Keep,
-        }
+        Verdict::Keep
     }
 
     /// The verdicts on one batch of documents: stages in order (the first drop wins),
@@ -258,19 +269,8 @@ impl Step {
             docs.par_iter_mut()
                 .zip(verdicts.par_iter_mut())
                 .for_each(|(d, verdict)| {
-                    if *verdict != Verdict::Keep {
-                        return;
-                    }
-                    let mut t = Instant::now();
-                    for (j, stage) in self.stages[i..end].iter().enumerate() {
-                        let v = stage.process(d);
-                        let now = Instant::now();
-                        spent[i + j].fetch_add((now - t).as_nanos() as u64, Ordering::Relaxed);
-                        t = now;
-                        if v != Verdict::Keep {
-                            *verdict = v;
-                            return;
-                        }
+                    if *verdict == Verdict::Keep {
+                        *verdict = self.stages_on(i..end, d, spent);
                     }
                 });
             i = end;
@@ -915,10 +915,25 @@ pub fn run_over_listing<T: Send>(
     work: impl Fn() -> Result<(T, UnitDone)> + Sync,
 ) -> Result<(Report, Option<T>)> {
     let unit = Unit::over_listing(unit, storage, &opts.input)?;
+    let input = opts.input.to_string();
+    run_unit(step_name, unit, config_hash, &input, storage, opts, work)
+}
+
+/// A step of one unit, planned, run and marked like any unit (task 0 runs it); `input`
+/// is the address its marker names as what it read. As [`run_over_listing`], `work`'s
+/// value comes back when the unit ran (`None` when skipped as done, or on a dry run).
+pub fn run_unit<T: Send>(
+    step_name: &str,
+    unit: Unit,
+    config_hash: &str,
+    input: &str,
+    storage: &Storage,
+    opts: &RunOptions,
+    work: impl Fn() -> Result<(T, UnitDone)> + Sync,
+) -> Result<(Report, Option<T>)> {
     let plan = plan_units(step_name, vec![unit], config_hash, storage, opts)?;
     let result = std::sync::Mutex::new(None);
-    let input = opts.input.to_string();
-    let report = run_units(step_name, plan, config_hash, &input, storage, opts, |_| {
+    let report = run_units(step_name, plan, config_hash, input, storage, opts, |_| {
         let (value, done) = work()?;
         if let Ok(mut slot) = result.lock() {
             *slot = Some(value);

@@ -76,7 +76,7 @@ fn fasttext(c: &mut Criterion) {
     g.bench_function(format!("score {} texts", refs.len()), |b| {
         b.iter(|| {
             for t in &refs {
-                std::hint::black_box(classify.classifiers()[0].score_texts(&[t]));
+                std::hint::black_box(classify.classifiers()[0].score(t));
             }
         })
     });

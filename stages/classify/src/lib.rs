@@ -335,11 +335,6 @@ impl Classifier {
         &self.labels
     }
 
-    /// The column of its score.
-    pub fn score_column(&self) -> &'static str {
-        self.names.score
-    }
-
     /// Whether its model is a transformer (scored in batches).
     fn batched(&self) -> bool {
         matches!(self.scorer, Scorer::Transformer(_))
@@ -347,25 +342,38 @@ impl Classifier {
 
     /// Scores of texts: every label's probability (or the regression output), and the
     /// score.
+    /// A transformer's texts go to its model together (sorted into batches); a
+    /// fastText model scores them one by one.
     pub fn score_texts(&self, texts: &[&str]) -> Vec<Scores> {
-        let all: Vec<Vec<f32>> = match &self.scorer {
-            Scorer::Fasttext(ft) => texts.iter().map(|t| ft.probabilities(t)).collect(),
+        match &self.scorer {
+            Scorer::Fasttext(_) => texts.iter().map(|t| self.score(t)).collect(),
             Scorer::Transformer(m) => m
                 .logits(texts)
                 .into_iter()
-                .map(|l| transformer::probabilities(m.config.problem, &l))
+                .map(|l| self.scores(transformer::probabilities(m.config.problem, &l)))
                 .collect(),
+        }
+    }
+
+    /// The scores of one text.
+    pub fn score(&self, text: &str) -> Scores {
+        match &self.scorer {
+            Scorer::Fasttext(ft) => self.scores(ft.probabilities(text)),
+            Scorer::Transformer(_) => self
+                .score_texts(&[text])
+                .pop()
+                .unwrap_or_else(|| self.scores(Vec::new())),
+        }
+    }
+
+    /// The score among every label's probability (or the regression output).
+    fn scores(&self, all: Vec<f32>) -> Scores {
+        let score = match (self.regression, self.chosen) {
+            (true, _) => all.first().copied().unwrap_or(f32::NAN),
+            (false, Some(i)) => all.get(i).copied().unwrap_or(0.0),
+            (false, None) => all.iter().copied().fold(0.0, f32::max),
         };
-        all.into_iter()
-            .map(|all| {
-                let score = match (self.regression, self.chosen) {
-                    (true, _) => all.first().copied().unwrap_or(f32::NAN),
-                    (false, Some(i)) => all.get(i).copied().unwrap_or(0.0),
-                    (false, None) => all.iter().copied().fold(0.0, f32::max),
-                };
-                Scores { score, all }
-            })
-            .collect()
+        Scores { score, all }
     }
 
     /// FineWeb-Edu's `int_score`: `int(round(max(0, min(score, 5))))`, Python's round
@@ -548,8 +556,14 @@ impl Stage for Classify {
     }
 
     fn process(&self, doc: &mut Document) -> Verdict {
-        let mut docs = [doc];
-        self.process_batch(&mut docs).pop().unwrap_or(Verdict::Keep)
+        for c in &self.classifiers {
+            let s = c.score(&doc.text);
+            let verdict = c.apply(doc, &s);
+            if verdict != Verdict::Keep {
+                return verdict;
+            }
+        }
+        Verdict::Keep
     }
 
     fn process_batch(&self, docs: &mut [&mut Document]) -> Vec<Verdict> {
@@ -564,10 +578,7 @@ impl Stage for Classify {
                 let texts: Vec<&str> = alive.iter().map(|&i| docs[i].text.as_str()).collect();
                 c.score_texts(&texts)
             } else {
-                alive
-                    .par_iter()
-                    .map(|&i| c.score_texts(&[docs[i].text.as_str()]).remove(0))
-                    .collect()
+                alive.par_iter().map(|&i| c.score(&docs[i].text)).collect()
             };
             for (&i, s) in alive.iter().zip(&scores) {
                 verdicts[i] = c.apply(docs[i], s);

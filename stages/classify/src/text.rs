@@ -41,29 +41,29 @@ impl TextForm {
         match self {
             TextForm::Newlines => Cow::Borrowed(text),
             TextForm::Lines => {
-                // Most texts have none of the extra boundaries and ASCII ends: found
-                // by a byte search, not a walk over the characters.
-                let bytes = text.as_bytes();
-                let ends_ascii =
-                    |b: Option<&u8>| b.is_none_or(|&b| b < 0x80 && !(0x1c..=0x1f).contains(&b));
-                if ends_ascii(bytes.first())
-                    && ends_ascii(bytes.last())
-                    && memchr::memchr3(0x1c, 0x1d, 0x1e, bytes).is_none()
-                    && memchr::memchr2(0xc2, 0xe2, bytes)
-                        .is_none_or(|_| !text.contains(extra_boundary))
-                {
-                    return Cow::Borrowed(text);
-                }
-                let trimmed = text.trim_matches(python_space);
-                // Whitespace that fastText splits on anyway changes nothing at the ends.
-                let ascii_ends = text
+                // Whitespace fastText splits on anyway changes nothing at the ends; the
+                // extra boundaries are found by a byte search (each starts with one of
+                // these bytes), not a walk over the characters.
+                let ends_unchanged = text
                     .chars()
                     .take_while(|&c| python_space(c))
                     .chain(text.chars().rev().take_while(|&c| python_space(c)))
                     .all(|c| matches!(c, ' ' | '\n' | '\r' | '\t' | '\u{b}' | '\u{c}'));
-                if ascii_ends && !trimmed.contains(extra_boundary) {
+                let bytes = text.as_bytes();
+                // U+0085 is C2 85, U+2028 and U+2029 are E2 80 A8 and E2 80 A9: only
+                // the lead bytes of other characters (a no-break space, a quote) are
+                // common in web text, so each hit's next bytes decide.
+                let no_boundary = memchr::memchr3(0x1c, 0x1d, 0x1e, bytes).is_none()
+                    && !memchr::memchr2_iter(0xc2, 0xe2, bytes).any(|i| {
+                        matches!(
+                            (bytes[i], bytes.get(i + 1), bytes.get(i + 2)),
+                            (0xc2, Some(0x85), _) | (0xe2, Some(0x80), Some(0xa8 | 0xa9))
+                        )
+                    });
+                if ends_unchanged && no_boundary {
                     return Cow::Borrowed(text);
                 }
+                let trimmed = text.trim_matches(python_space);
                 Cow::Owned(
                     trimmed
                         .chars()
@@ -91,6 +91,12 @@ mod tests {
         assert_eq!(f("a\u{2028}b\u{85}c\u{1e}d"), "a b c d");
         assert_eq!(f("  plain  "), "  plain  ");
         assert!(matches!(TextForm::Lines.apply("x y"), Cow::Borrowed(_)));
+        // Other characters with the boundaries' lead bytes change nothing.
+        assert!(matches!(
+            TextForm::Lines.apply("it\u{2019}s a\u{a0}b \u{2030}"),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(f("a\u{2029}b\u{85}"), "a b");
         assert_eq!(TextForm::Newlines.apply("\u{a0}a"), "\u{a0}a");
     }
 }

@@ -96,15 +96,17 @@ fn merge_seed(name: &str) -> u64 {
 }
 
 /// Merges the sketches of `column` of every input of the scoring step at `input`.
+/// `markers` are the step's, in the order of their names ([`list_markers`]).
 pub fn merged_sketch(
     storage: &Storage,
     input: &Location,
+    markers: &[(String, pipeline::marker::Marker)],
     name: &str,
     column: &str,
 ) -> Result<Sketch> {
     let mut merged = Sketch::new(pipeline::sketch::DEFAULT_K, merge_seed(name));
-    for (stem, marker) in list_markers(storage, input)? {
-        let rel = sketch_path(&stem, column);
+    for (stem, marker) in markers {
+        let rel = sketch_path(stem, column);
         if !marker.outputs.contains(&rel) {
             return Err(Error::Usage(format!(
                 "input {stem} of {input} has no score sketch for classifier {name}: run the \
@@ -140,79 +142,90 @@ pub fn threshold_step(storage: &Storage, opts: &RunOptions, config: &Config) -> 
         .map(|c| (c.name.as_str(), c.keep_top.unwrap_or(1.0)))
         .collect();
     let hash = pipeline::cli::config_hash(THRESHOLD_STEP, &(settings, SKETCH_VERSION));
-    let markers: Vec<(String, String, u64, Option<String>)> = list_markers(storage, &opts.input)?
-        .into_iter()
-        .map(|(stem, m)| (stem, m.config_hash, m.input_size, m.input_etag))
-        .collect();
+    // Read once: what the unit's version hashes and what its sketches are found by.
+    let markers = list_markers(storage, &opts.input)?;
     if markers.is_empty() {
         return Err(Error::Usage(format!(
             "classify.threshold: no scored inputs at {} (run the scoring step first)",
             opts.input
         )));
     }
+    let listed: Vec<(&str, &str, u64, Option<&str>)> = markers
+        .iter()
+        .map(|(stem, m)| {
+            (
+                stem.as_str(),
+                m.config_hash.as_str(),
+                m.input_size,
+                m.input_etag.as_deref(),
+            )
+        })
+        .collect();
     let unit = Unit {
         name: "threshold".into(),
         size: markers.len() as u64,
-        version: pipeline::cli::config_hash("markers", &markers),
+        version: pipeline::cli::config_hash("markers", &listed),
     };
-    let plan = pipeline::plan_units(THRESHOLD_STEP, vec![unit], &hash, storage, opts)?;
     let input = opts.input.to_string();
-    pipeline::run_units(THRESHOLD_STEP, plan, &hash, &input, storage, opts, |_| {
-        let mut out = Vec::new();
-        let mut stats = pipeline::Stats::default();
-        for c in &chosen {
-            let column = format!("{}_score", c.name);
-            let sketch = merged_sketch(storage, &opts.input, &c.name, &column)?;
-            let share = c.keep_top.unwrap_or(1.0);
-            let threshold = threshold_of(&sketch, share).ok_or_else(|| {
-                Error::Usage(format!(
-                    "classify.threshold: classifier {} scored no documents at {}",
-                    c.name, opts.input
-                ))
-            })?;
-            let (min, max) = sketch.range().unwrap_or((threshold, threshold));
-            let (lo, hi) = if min >= 0.0 && max <= 1.0 {
-                (0.0, 1.0)
-            } else {
-                (f64::from(min), f64::from(max))
+    let (report, _) =
+        pipeline::run_unit(THRESHOLD_STEP, unit, &hash, &input, storage, opts, || {
+            let mut out = Vec::new();
+            let mut stats = pipeline::Stats::default();
+            for c in &chosen {
+                let column = format!("{}_score", c.name);
+                let sketch = merged_sketch(storage, &opts.input, &markers, &c.name, &column)?;
+                let share = c.keep_top.unwrap_or(1.0);
+                let threshold = threshold_of(&sketch, share).ok_or_else(|| {
+                    Error::Usage(format!(
+                        "classify.threshold: classifier {} scored no documents at {}",
+                        c.name, opts.input
+                    ))
+                })?;
+                let (min, max) = sketch.range().unwrap_or((threshold, threshold));
+                let (lo, hi) = if min >= 0.0 && max <= 1.0 {
+                    (0.0, 1.0)
+                } else {
+                    (f64::from(min), f64::from(max))
+                };
+                stats
+                    .values
+                    .insert(format!("{}_threshold", c.name), f64::from(threshold));
+                stats
+                    .values
+                    .insert(format!("{}_rank_error", c.name), sketch.rank_error());
+                stats.values.insert(format!("{}_keep_top", c.name), share);
+                stats.docs_in = stats.docs_in.max(sketch.count());
+                out.push(Threshold {
+                    name: c.name.clone(),
+                    column,
+                    keep_top: share,
+                    threshold,
+                    rank_error: sketch.rank_error(),
+                    documents: sketch.count(),
+                    nan: sketch.nan_count(),
+                    min,
+                    max,
+                    histogram: Histogram {
+                        lo,
+                        hi,
+                        counts: sketch.histogram(lo, hi, BINS),
+                    },
+                });
+            }
+            stats.docs_out = stats.docs_in;
+            let json = serde_json::to_vec_pretty(&Thresholds { classifiers: out })
+                .map_err(|e| Error::Usage(format!("serialising the thresholds: {e}")))?;
+            let loc = opts.output.join(THRESHOLD_FILE);
+            storage.remove_stale_temporaries(&loc)?;
+            storage.put(&loc, &json)?;
+            stats.bytes_out = json.len() as u64;
+            let done = UnitDone {
+                outputs: vec![THRESHOLD_FILE.into()],
+                stats,
             };
-            stats
-                .values
-                .insert(format!("{}_threshold", c.name), f64::from(threshold));
-            stats
-                .values
-                .insert(format!("{}_rank_error", c.name), sketch.rank_error());
-            stats.values.insert(format!("{}_keep_top", c.name), share);
-            stats.docs_in = stats.docs_in.max(sketch.count());
-            out.push(Threshold {
-                name: c.name.clone(),
-                column,
-                keep_top: share,
-                threshold,
-                rank_error: sketch.rank_error(),
-                documents: sketch.count(),
-                nan: sketch.nan_count(),
-                min,
-                max,
-                histogram: Histogram {
-                    lo,
-                    hi,
-                    counts: sketch.histogram(lo, hi, BINS),
-                },
-            });
-        }
-        stats.docs_out = stats.docs_in;
-        let json = serde_json::to_vec_pretty(&Thresholds { classifiers: out })
-            .map_err(|e| Error::Usage(format!("serialising the thresholds: {e}")))?;
-        let loc = opts.output.join(THRESHOLD_FILE);
-        storage.remove_stale_temporaries(&loc)?;
-        storage.put(&loc, &json)?;
-        stats.bytes_out = json.len() as u64;
-        Ok(UnitDone {
-            outputs: vec![THRESHOLD_FILE.into()],
-            stats,
-        })
-    })
+            Ok(((), done))
+        })?;
+    Ok(report)
 }
 
 /// Reads `threshold.json` from a threshold step's output (or the file itself).
@@ -254,8 +267,9 @@ struct Bound {
     /// Scores per cut, by row.
     scores: Vec<Vec<Option<f32>>>,
     /// Row of each id, for documents whose row the source numbered otherwise (rows it
-    /// dropped as unreadable shift the rest).
-    by_id: BTreeMap<String, usize>,
+    /// dropped as unreadable shift the rest): made the first time a row does not
+    /// line up, which in a shard the classify stage wrote is never.
+    by_id: std::sync::OnceLock<BTreeMap<String, usize>>,
 }
 
 impl InputStage for TopFilter {
@@ -308,16 +322,11 @@ impl InputStage for TopFilter {
                 }
             }
         }
-        let by_id = ids
-            .iter()
-            .enumerate()
-            .filter_map(|(i, id)| id.clone().map(|id| (id, i)))
-            .collect();
         Ok(Box::new(Bound {
             cuts: self.cuts.clone(),
             ids,
             scores,
-            by_id,
+            by_id: std::sync::OnceLock::new(),
         }))
     }
 }
@@ -328,7 +337,14 @@ impl RowStage for Bound {
         let at = if self.ids.get(row).and_then(Option::as_deref) == Some(doc.id.as_str()) {
             Some(row)
         } else {
-            self.by_id.get(&doc.id).copied()
+            let by_id = self.by_id.get_or_init(|| {
+                self.ids
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, id)| id.clone().map(|id| (id, i)))
+                    .collect()
+            });
+            by_id.get(&doc.id).copied()
         };
         for (cut, scores) in self.cuts.iter().zip(&self.scores) {
             match at.and_then(|i| scores.get(i).copied().flatten()) {

@@ -133,24 +133,19 @@ pub fn train_step(
     negatives: &Location,
     config: &TrainConfig,
 ) -> Result<(pipeline::Report, Option<TrainReport>)> {
-    let listing = |at: &Location| -> Result<Vec<(String, u64, Option<String>)>> {
-        Ok(storage
-            .list(at)?
-            .into_iter()
-            .map(|m| (m.relative, m.size, m.etag))
-            .collect())
-    };
-    let version = pipeline::cli::config_hash("sets", &(listing(positives)?, listing(negatives)?));
-    let hash = pipeline::cli::config_hash(TRAIN_STEP, config);
+    // The unit reads both sets: redone when either listing changes.
+    let (pos, neg) = (
+        pipeline::Unit::over_listing("train", storage, positives)?,
+        pipeline::Unit::over_listing("train", storage, negatives)?,
+    );
     let unit = pipeline::Unit {
         name: "train".into(),
-        size: 0,
-        version,
+        size: pos.size + neg.size,
+        version: pipeline::cli::config_hash("sets", &(pos.version, neg.version)),
     };
-    let plan = pipeline::plan_units(TRAIN_STEP, vec![unit], &hash, storage, opts)?;
-    let result = std::sync::Mutex::new(None);
+    let hash = pipeline::cli::config_hash(TRAIN_STEP, config);
     let input = format!("{positives} {negatives}");
-    let report = pipeline::run_units(TRAIN_STEP, plan, &hash, &input, storage, opts, |_| {
+    pipeline::run_unit(TRAIN_STEP, unit, &hash, &input, storage, opts, || {
         let examples = examples(storage, positives, negatives, config)?;
         let r = shared::train(
             storage,
@@ -175,12 +170,8 @@ pub fn train_step(
             shared::model_file(&config.settings()).into(),
             shared::REPORT_FILE.into(),
         ];
-        if let Ok(mut slot) = result.lock() {
-            *slot = Some(r);
-        }
-        Ok(pipeline::UnitDone { outputs, stats })
-    })?;
-    Ok((report, result.into_inner().unwrap_or(None)))
+        Ok((r, pipeline::UnitDone { outputs, stats }))
+    })
 }
 
 #[cfg(test)]

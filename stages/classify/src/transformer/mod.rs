@@ -19,7 +19,6 @@
 pub mod cpu;
 pub mod kernels;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pipeline::{Error, Location, Result, Storage};
@@ -311,14 +310,10 @@ pub fn read_weights(bytes: &[u8], config: &ModelConfig, url: &str) -> Result<Wei
         });
     }
     let labels = config.labels.len();
+    // BERT: its pooler, then `classifier`; XLM-R: the classification head's two layers.
     let (dense, out) = match config.arch {
-        Arch::Bert => ("bert.pooler.dense".to_string(), "classifier"),
+        Arch::Bert => (format!("{prefix}pooler.dense"), "classifier"),
         Arch::XlmRoberta => ("classifier.dense".to_string(), "classifier.out_proj"),
-    };
-    let dense = if config.arch == Arch::Bert {
-        format!("{prefix}pooler.dense")
-    } else {
-        dense
     };
     // The head's size against the labels, said plainly (the commonest mismatch: a
     // config edited to other labels than the head was trained with).
@@ -624,15 +619,6 @@ pub fn probabilities(problem: Problem, logits: &[f32]) -> Vec<f32> {
             e.into_iter().map(|x| x / s).collect()
         }
     }
-}
-
-/// Labels by name, for the checks of a configuration.
-pub fn label_index(labels: &[String]) -> BTreeMap<&str, usize> {
-    labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.as_str(), i))
-        .collect()
 }
 
 #[cfg(test)]
