@@ -72,16 +72,57 @@ impl FastMod {
     }
 }
 
-/// The bytes fastText's reader splits words at: ASCII whitespace and NUL.
-static DELIMITER: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = matches!(i as u8, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0);
-        i += 1;
+/// The bytes of 8 that fastText's reader splits words at (ASCII whitespace: space,
+/// `\t`, `\n`, `\v`, `\f`, `\r`; and NUL), as the top bit of each byte: exact byte
+/// tests without carries between bytes (each sum stays under 256).
+fn delimiters8(x: u64) -> u64 {
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const TOP: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| !(((v & LOW) + LOW) | v) & TOP;
+    let low = x & LOW;
+    // `\t` to `\r` are 9 to 13: at least 9 and not at least 14, top bit clear.
+    let at_least = |n: u64| (low + (0x80 - n) * 0x0101_0101_0101_0101) & TOP;
+    let control = at_least(9) & !at_least(14) & !x;
+    zero(x) | zero(x ^ 0x2020_2020_2020_2020) | control
+}
+
+/// The positions where words start and end (alternately, from a start; an end is
+/// the position after the word) in a text split at [`delimiters8`]'s bytes: 64 bytes
+/// become a mask, and each change between a word byte and a delimiter is a bit.
+fn word_edges(text: &[u8]) -> Vec<u32> {
+    let mut edges = Vec::with_capacity(text.len() / 3 + 2);
+    let mut inside = 0u64;
+    let mut tail = [0u8; 64];
+    for (b, block) in text.chunks(64).enumerate() {
+        let block = match block.len() {
+            64 => block,
+            n => {
+                // NUL pads the last block: delimiters, so a word at the end ends there.
+                tail[..n].copy_from_slice(block);
+                &tail[..]
+            }
+        };
+        let mut delimiters = 0u64;
+        for (i, chunk) in block.chunks_exact(8).enumerate() {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(chunk);
+            let top = delimiters8(u64::from_le_bytes(x)) >> 7;
+            delimiters |= (top.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
+        }
+        let word = !delimiters;
+        let mut changes = word ^ ((word << 1) | inside);
+        inside = word >> 63;
+        let base = (b * 64) as u32;
+        while changes != 0 {
+            edges.push(base + changes.trailing_zeros());
+            changes &= changes - 1;
+        }
     }
-    t
-};
+    if inside == 1 {
+        edges.push(text.len() as u32);
+    }
+    edges
+}
 
 fn memchr_newline(line: &[u8]) -> Option<usize> {
     line.iter().position(|&b| b == b'\n')
@@ -118,6 +159,9 @@ pub struct Predictor {
     /// With [`Predictor::project`]: each input row's product with every output row
     /// (`rows × labels`), the input rows themselves dropped.
     projection: Option<Vec<f32>>,
+    /// With the projection of a model without character n-grams: the words of at most
+    /// 16 bytes found by their bytes ([`ShortWords`]), no hash computed for them.
+    short: Option<ShortWords>,
 }
 
 impl std::fmt::Debug for Predictor {
@@ -227,6 +271,142 @@ impl Slot {
             prefix: prefix(word),
             hash,
             id: (id as u32 + 1) | short,
+        }
+    }
+}
+
+/// The words of at most 16 bytes of a model without character n-grams, by their
+/// bytes: each slot holds the word's bytes (zero-padded: a dictionary word holds no
+/// NUL, and NUL splits the words of a text), its fastText hash (for the word
+/// n-grams) and its row, so that a word is found, and its hash known, from one slot
+/// read, without hashing its bytes one at a time. Built by [`Predictor::project`].
+struct ShortWords {
+    slots: Vec<ShortSlot>,
+    /// `64 - log2(slots)`: a key's high bits pick the first slot.
+    shift: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ShortSlot {
+    lo: u64,
+    hi: u64,
+    hash: u32,
+    /// The word's input row, or [`ShortSlot::EMPTY`] or [`ShortSlot::LABEL`].
+    row: u32,
+}
+
+impl ShortSlot {
+    const EMPTY: u32 = u32::MAX;
+    const LABEL: u32 = u32::MAX - 1;
+}
+
+/// `MASKS[n]` keeps the first `n` bytes of a little-endian word of 8.
+const MASKS: [u64; 9] = {
+    let mut m = [0u64; 9];
+    let mut i = 1;
+    while i < 9 {
+        m[i] = if i == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * i)) - 1
+        };
+        i += 1;
+    }
+    m
+};
+
+impl ShortWords {
+    /// Longest word held.
+    const MAX: usize = 16;
+
+    /// The bytes `text[s..s + len]` (`len` at most 16) as two zero-padded words.
+    #[inline]
+    fn bytes_of(text: &[u8], s: usize, len: usize) -> (u64, u64) {
+        let (lo, hi) = match text.get(s..s + 16) {
+            Some(b) => {
+                let mut lo = [0u8; 8];
+                let mut hi = [0u8; 8];
+                lo.copy_from_slice(&b[..8]);
+                hi.copy_from_slice(&b[8..]);
+                (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
+            }
+            None => {
+                let mut b = [0u8; 16];
+                b[..len].copy_from_slice(&text[s..s + len]);
+                let mut lo = [0u8; 8];
+                let mut hi = [0u8; 8];
+                lo.copy_from_slice(&b[..8]);
+                hi.copy_from_slice(&b[8..]);
+                (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
+            }
+        };
+        (lo & MASKS[len.min(8)], hi & MASKS[len.saturating_sub(8)])
+    }
+
+    fn first(&self, lo: u64, hi: u64) -> usize {
+        let k = (lo ^ hi.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(31))
+            .wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        (k >> self.shift) as usize
+    }
+
+    fn new(vocab: &Vocab) -> ShortWords {
+        let held = vocab
+            .spans
+            .iter()
+            .filter(|&&(s, e)| (e - s) as usize <= Self::MAX)
+            .count();
+        let cap = (held * 2).next_power_of_two().max(16);
+        let mut table = ShortWords {
+            slots: vec![
+                ShortSlot {
+                    lo: 0,
+                    hi: 0,
+                    hash: 0,
+                    row: ShortSlot::EMPTY,
+                };
+                cap
+            ],
+            shift: 64 - cap.trailing_zeros(),
+        };
+        let mask = cap - 1;
+        for (id, &(s, e)) in vocab.spans.iter().enumerate() {
+            let word = &vocab.bytes[s as usize..e as usize];
+            if word.len() > Self::MAX {
+                continue;
+            }
+            let (lo, hi) = Self::bytes_of(word, 0, word.len());
+            let mut at = table.first(lo, hi);
+            while table.slots[at].row != ShortSlot::EMPTY {
+                at = (at + 1) & mask;
+            }
+            table.slots[at] = ShortSlot {
+                lo,
+                hi,
+                hash: hash(word),
+                row: if vocab.kinds[id] == 1 {
+                    ShortSlot::LABEL
+                } else {
+                    id as u32
+                },
+            };
+        }
+        table
+    }
+
+    /// The slot of the word `(lo, hi)`, from its first slot (already read).
+    #[inline]
+    fn find_from(&self, lo: u64, hi: u64, at: usize, first: ShortSlot) -> Option<ShortSlot> {
+        let mask = self.slots.len() - 1;
+        let (mut at, mut slot) = (at, first);
+        loop {
+            if slot.row == ShortSlot::EMPTY {
+                return None;
+            }
+            if slot.lo == lo && slot.hi == hi {
+                return Some(slot);
+            }
+            at = (at + 1) & mask;
+            slot = self.slots[at];
         }
     }
 }
@@ -729,6 +909,7 @@ impl Predictor {
             sigmoid: Vec::new(),
             oov: ThreadLocal::new(),
             projection: None,
+            short: None,
         };
         // Rows of each in-vocabulary word, as fastText's `initNgrams`.
         let mut rows = Vec::new();
@@ -846,32 +1027,26 @@ impl Predictor {
     /// whitespace and NUL, ended by a newline (unless `whole`: a prepared text's
     /// newlines are spaces) or by a word that is `</s>`; `whole` adds the `</s>` a
     /// line without one ends with. `None` spans stand for the `</s>` the reader adds.
-    /// The bytes are classified without a branch per byte (a table, and the positions
-    /// where a word starts or ends stored unconditionally).
+    /// The bytes are classified 64 at a time ([`word_edges`]).
     fn line_words(line: &[u8], whole: bool, words: &mut Vec<Option<(u32, u32)>>) {
         // Not whole: the line ends at its first newline, which brings `</s>`.
-        let (text, newline) = match (whole, memchr_newline(line)) {
-            (false, Some(i)) => (&line[..i], true),
-            _ => (line, false),
+        let cut = if whole { None } else { memchr_newline(line) };
+        let (text, newline) = match cut {
+            Some(i) => (&line[..i], true),
+            None => (line, false),
         };
-        let mut edges: Vec<u32> = vec![0; text.len() + 2];
-        let mut n = 0usize;
-        let mut inside = false;
-        for (i, &b) in text.iter().enumerate() {
-            let word = !DELIMITER[b as usize];
-            edges[n] = i as u32;
-            n += usize::from(word != inside);
-            inside = word;
-        }
-        if inside {
-            edges[n] = text.len() as u32;
-            n += 1;
-        }
-        for pair in edges[..n].chunks_exact(2) {
-            let (s, e) = (pair[0], pair[1]);
-            words.push(Some((s, e)));
-            if &text[s as usize..e as usize] == EOS {
-                return;
+        let edges = word_edges(text);
+        // A word `</s>` ends the line: looked for word by word only in a text that holds
+        // those bytes.
+        if memchr::memmem::find(text, EOS).is_none() {
+            words.extend(edges.chunks_exact(2).map(|p| Some((p[0], p[1]))));
+        } else {
+            for pair in edges.chunks_exact(2) {
+                let (s, e) = (pair[0], pair[1]);
+                words.push(Some((s, e)));
+                if &text[s as usize..e as usize] == EOS {
+                    return;
+                }
             }
         }
         if whole || newline {
@@ -935,6 +1110,12 @@ impl Predictor {
             }
             word_hashes.push(h as i32);
         }
+        self.word_ngram_rows(&word_hashes, add);
+    }
+
+    /// Calls `add` with the row of each word n-gram of a line's words (given by their
+    /// hashes), in fastText's order (`addWordNgrams`).
+    fn word_ngram_rows(&self, word_hashes: &[i32], add: &mut dyn FnMut(u32)) {
         if self.word_ngrams > 1 && self.bucket > 0 {
             let n = self.word_ngrams as usize;
             for i in 0..word_hashes.len() {
@@ -947,6 +1128,75 @@ impl Predictor {
                 }
             }
         }
+    }
+
+    /// [`Predictor::line_rows`] for a model without character n-grams: the same rows,
+    /// with the words of at most 16 bytes found through [`ShortWords`] (their hashes
+    /// read from their slots, not computed). Every word's first slot is read before any
+    /// is probed, so the reads overlap. With word bigrams, a bigram's row comes right
+    /// after its second word's (not after every word's, as fastText orders them), so
+    /// that its read overlaps the next lookups; other word n-grams come at the end.
+    fn short_rows(&self, short: &ShortWords, line: &[u8], whole: bool, mut add: impl FnMut(u32)) {
+        let mut words: Vec<Option<(u32, u32)>> = Vec::with_capacity(line.len() / 4 + 2);
+        Self::line_words(line, whole, &mut words);
+        let keys: Vec<(u64, u64, usize)> = words
+            .iter()
+            .map(|&w| {
+                let (lo, hi) = match w {
+                    Some((s, e)) if (e - s) as usize <= ShortWords::MAX => {
+                        ShortWords::bytes_of(line, s as usize, (e - s) as usize)
+                    }
+                    // Longer words are found through the vocabulary.
+                    Some(_) => (0, 0),
+                    None => ShortWords::bytes_of(EOS, 0, EOS.len()),
+                };
+                (lo, hi, short.first(lo, hi))
+            })
+            .collect();
+        let first: Vec<ShortSlot> = keys.iter().map(|&(_, _, at)| short.slots[at]).collect();
+        let bigrams = self.word_ngrams == 2 && self.bucket > 0;
+        let mut word_hashes: Vec<i32> = Vec::new();
+        let mut previous: Option<i32> = None;
+        for ((&w, &(lo, hi, at)), &slot) in words.iter().zip(&keys).zip(&first) {
+            let word = match w {
+                Some((s, e)) => &line[s as usize..e as usize],
+                None => EOS,
+            };
+            let (row, h) = if word.len() <= ShortWords::MAX {
+                match short.find_from(lo, hi, at, slot) {
+                    Some(found) if found.row == ShortSlot::LABEL => continue,
+                    Some(found) => (Some(found.row), found.hash),
+                    None if word.starts_with(LABEL_PREFIX) => continue,
+                    None => (None, hash(word)),
+                }
+            } else {
+                let h = hash(word);
+                let first = self.vocab.slots[h as usize & self.vocab.mask];
+                match self.vocab.find_from(word, h, first) {
+                    Some(id) if self.vocab.kinds[id] == 1 => continue,
+                    Some(id) => (Some(id as u32), h),
+                    None if word.starts_with(LABEL_PREFIX) => continue,
+                    None => (None, h),
+                }
+            };
+            if let Some(row) = row {
+                add(row);
+            }
+            if bigrams {
+                if let Some(p) = previous {
+                    let g = (p as i64 as u64)
+                        .wrapping_mul(116_049_371)
+                        .wrapping_add(h as i32 as i64 as u64);
+                    if let Some(row) = self.ngram_row(self.bucket_mod.rem(g) as u32) {
+                        add(row);
+                    }
+                }
+                previous = Some(h as i32);
+            } else {
+                word_hashes.push(h as i32);
+            }
+        }
+        self.word_ngram_rows(&word_hashes, &mut add);
     }
 
     /// Whether [`Predictor::project`] can serve this model: a softmax output layer (its
@@ -993,6 +1243,9 @@ impl Predictor {
         }
         self.projection = Some(table);
         self.input = Vec::new();
+        if self.maxn == 0 {
+            self.short = Some(ShortWords::new(&self.vocab));
+        }
         true
     }
 
@@ -1003,21 +1256,35 @@ impl Predictor {
         // The rows first, then their sums: loads of rows known in advance overlap,
         // where rows read between word lookups wait on memory one by one.
         let mut rows: Vec<u32> = Vec::with_capacity(line.len() / 2);
-        self.line_rows(line, whole, &mut |row: u32| rows.push(row));
+        match &self.short {
+            Some(short) => self.short_rows(short, line, whole, |row| rows.push(row)),
+            None => self.line_rows(line, whole, &mut |row: u32| rows.push(row)),
+        }
         let count = rows.len();
         if count == 0 {
             return None;
         }
         let mut sums = vec![0f64; labels];
         if labels == 2 {
-            let (mut a, mut b) = (0f64, 0f64);
-            for &row in &rows {
-                let r = row as usize * 2;
-                a += f64::from(table[r]);
-                b += f64::from(table[r + 1]);
+            // Four sums of each label, so that the additions do not wait on each other.
+            let mut acc = [[0f64; 2]; 4];
+            let chunks = rows.chunks_exact(4);
+            let rest = chunks.remainder();
+            for four in chunks {
+                for (a, &row) in acc.iter_mut().zip(four) {
+                    let r = row as usize * 2;
+                    a[0] += f64::from(table[r]);
+                    a[1] += f64::from(table[r + 1]);
+                }
             }
-            sums[0] = a;
-            sums[1] = b;
+            for (a, &row) in acc.iter_mut().zip(rest) {
+                let r = row as usize * 2;
+                a[0] += f64::from(table[r]);
+                a[1] += f64::from(table[r + 1]);
+            }
+            for (i, s) in sums.iter_mut().enumerate() {
+                *s = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]);
+            }
         } else {
             for &row in &rows {
                 let r = row as usize * labels;
@@ -1370,5 +1637,166 @@ mod tests {
                 .err()
                 .is_some_and(|e| e.contains("ends at byte"))
         );
+    }
+
+    /// A softmax model without character n-grams, written in fastText's format: words
+    /// of every length around the short table's 8 and 16 bytes, `</s>` and two labels.
+    fn short_word_model() -> (Vec<u8>, Vec<String>) {
+        let mut words: Vec<String> = vec!["</s>".into()];
+        for n in 1..=24 {
+            words.push(
+                (0..n)
+                    .map(|i| char::from(b'a' + ((i * 7 + n) % 26) as u8))
+                    .collect(),
+            );
+        }
+        words.extend(["the", "of", "naïve", "über-long-hyphenated-word", "__x"].map(String::from));
+        let (dim, bucket) = (8usize, 1000i32);
+        let mut b = Vec::new();
+        let i32s = |b: &mut Vec<u8>, v: &[i32]| v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+        i32s(
+            &mut b,
+            &[
+                MAGIC, 12, dim as i32, 5, 5, 1, 5, 2, 3, 3, bucket, 0, 0, 100,
+            ],
+        );
+        b.extend(1e-4f64.to_le_bytes());
+        let labels = ["__label__a", "__label__b"];
+        let size = (words.len() + labels.len()) as i32;
+        i32s(&mut b, &[size, words.len() as i32, 2]);
+        b.extend(1000i64.to_le_bytes());
+        b.extend((-1i64).to_le_bytes());
+        for (w, kind) in words
+            .iter()
+            .map(|w| (w.as_str(), 0u8))
+            .chain(labels.map(|l| (l, 1)))
+        {
+            b.extend(w.as_bytes());
+            b.push(0);
+            b.extend(3i64.to_le_bytes());
+            b.push(kind);
+        }
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut matrix = |b: &mut Vec<u8>, rows: usize| {
+            b.push(0);
+            b.extend((rows as i64).to_le_bytes());
+            b.extend((dim as i64).to_le_bytes());
+            for _ in 0..rows * dim {
+                b.extend((rng.f32() - 0.5).to_le_bytes());
+            }
+        };
+        matrix(&mut b, words.len() + bucket as usize);
+        matrix(&mut b, 2);
+        (b, words)
+    }
+
+    #[test]
+    fn short_words_give_the_rows_of_the_vocabulary() {
+        let (bytes, words) = short_word_model();
+        let mut p = Predictor::from_bytes(&bytes).expect("model");
+        let mut exact = Predictor::from_bytes(&bytes).expect("model");
+        assert!(exact.project());
+        exact.short = None;
+        assert!(p.project());
+        let short = p.short.as_ref().expect("a model without character n-grams");
+        let mut rng = fastrand::Rng::with_seed(11);
+        let extra = [
+            "</s>",
+            "__label__a",
+            "__label__b",
+            "__label__zz",
+            "__label__a-very-long-one",
+            "oov",
+            "an-out-of-vocabulary-word",
+            "\0",
+            "\n",
+            "\t",
+            "  ",
+            "é",
+        ];
+        for case in 0..400 {
+            let mut text = String::new();
+            for _ in 0..rng.usize(0..40) {
+                if rng.bool() {
+                    text.push_str(&words[rng.usize(0..words.len())]);
+                } else {
+                    text.push_str(extra[rng.usize(0..extra.len())]);
+                }
+                if rng.usize(0..4) > 0 {
+                    text.push(' ');
+                }
+            }
+            for whole in [false, true] {
+                let line = text.as_bytes();
+                let mut want = Vec::new();
+                p.line_rows(line, whole, &mut |r| want.push(r));
+                let mut got = Vec::new();
+                p.short_rows(short, line, whole, |r| got.push(r));
+                // The same rows; bigrams' rows come beside their words'.
+                want.sort_unstable();
+                got.sort_unstable();
+                assert_eq!(got, want, "case {case} {text:?} whole {whole}");
+                let (a, b) = if whole {
+                    (
+                        p.predict_text(&text, -1, 0.0),
+                        exact.predict_text(&text, -1, 0.0),
+                    )
+                } else {
+                    (
+                        p.predict_line(&text, -1, 0.0),
+                        exact.predict_line(&text, -1, 0.0),
+                    )
+                };
+                // Sums in another order: equal but for a rounding to f32.
+                assert_eq!(a.len(), b.len(), "case {case} {text:?} whole {whole}");
+                for (x, y) in a.iter().zip(&b) {
+                    assert!(
+                        x.0 == y.0 && (x.1 - y.1).abs() <= 1e-7,
+                        "case {case} {text:?} whole {whole}: {a:?} vs {b:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn word_edges_split_at_fastexts_delimiters() {
+        let delimiter = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0);
+        // Every byte at every place, beside word bytes and beside delimiters.
+        for b in 0..=255u8 {
+            for at in 0..8 {
+                for other in [b'a', 0xff, b' ', 0] {
+                    let mut x = [other; 8];
+                    x[at] = b;
+                    let got = delimiters8(u64::from_le_bytes(x));
+                    for (i, &y) in x.iter().enumerate() {
+                        let bit = got >> (8 * i) & 0xff;
+                        assert_eq!(bit == 0x80, delimiter(y), "{x:?} at {i}");
+                        assert!(bit == 0 || bit == 0x80, "{x:?} at {i}");
+                    }
+                }
+            }
+        }
+        let mut rng = fastrand::Rng::with_seed(3);
+        let alphabet = [
+            b' ', b'a', b'\n', 0, 0x0b, 0x0e, 0x08, 0xe2, 0x80, b'z', b'\t', 0xa0,
+        ];
+        for case in 0..2000 {
+            let text: Vec<u8> = (0..rng.usize(0..300))
+                .map(|_| alphabet[rng.usize(0..alphabet.len())])
+                .collect();
+            let mut want = Vec::new();
+            let mut inside = false;
+            for (i, &b) in text.iter().enumerate() {
+                if delimiter(b) == inside {
+                    want.push(i as u32);
+                    inside = !inside;
+                }
+            }
+            if inside {
+                want.push(text.len() as u32);
+            }
+            assert_eq!(word_edges(&text), want, "case {case} {text:?}");
+        }
     }
 }
