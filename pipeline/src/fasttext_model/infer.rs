@@ -1208,8 +1208,9 @@ impl Predictor {
 
     /// Replaces the input rows by their products with the output rows, once: a line's
     /// logits are then the mean of its rows' products, `labels` numbers a row instead
-    /// of `dim` (for DCLM's 2 labels and 100 dimensions, 8 bytes a row, and 17 MB
-    /// for 2 million n-gram buckets where the rows take 800 MB), which is what makes
+    /// of `dim` (one for two labels, their difference: for DCLM's 100 dimensions, 4
+    /// bytes a row, and 8 MB for 2 million n-gram buckets where the rows take 800
+    /// MB), which is what makes
     /// scoring fast: the rows of a long text are read from memory at random. Sums are
     /// then taken in f64 over products rounded to f32, not in fastText's f32 order over
     /// the rows, so probabilities are within about 1e-7 of fastText's instead of equal
@@ -1223,24 +1224,29 @@ impl Predictor {
             return true;
         }
         let (dim, labels) = (self.dim, self.labels.len());
-        let mut table = vec![0f32; self.input.len() / dim * labels];
-        for (row, out) in self
-            .input
-            .chunks_exact(dim)
-            .zip(table.chunks_exact_mut(labels))
-        {
-            for (i, o) in out.iter_mut().enumerate() {
-                let w = &self.output[i * dim..(i + 1) * dim];
-                let mut d = 0f64;
-                for (x, c) in row.iter().zip(w) {
-                    d += f64::from(*x) * f64::from(*c);
-                }
-                if let Some(norms) = &self.output_scale {
-                    d *= f64::from(norms[i]);
-                }
-                *o = d as f32;
+        let product = |row: &[f32], i: usize| {
+            let w = &self.output[i * dim..(i + 1) * dim];
+            let mut d = 0f64;
+            for (x, c) in row.iter().zip(w) {
+                d += f64::from(*x) * f64::from(*c);
             }
-        }
+            if let Some(norms) = &self.output_scale {
+                d *= f64::from(norms[i]);
+            }
+            d
+        };
+        let table: Vec<f32> = if labels == 2 {
+            // Softmax of two labels depends on their difference alone: one float a row.
+            self.input
+                .chunks_exact(dim)
+                .map(|row| (product(row, 1) - product(row, 0)) as f32)
+                .collect()
+        } else {
+            self.input
+                .chunks_exact(dim)
+                .flat_map(|row| (0..labels).map(move |i| product(row, i) as f32))
+                .collect()
+        };
         self.projection = Some(table);
         self.input = Vec::new();
         if self.maxn == 0 {
@@ -1266,25 +1272,20 @@ impl Predictor {
         }
         let mut sums = vec![0f64; labels];
         if labels == 2 {
-            // Four sums of each label, so that the additions do not wait on each other.
-            let mut acc = [[0f64; 2]; 4];
+            // The rows hold the second label's logit less the first's: four sums, so that
+            // the additions do not wait on each other.
+            let mut acc = [0f64; 4];
             let chunks = rows.chunks_exact(4);
             let rest = chunks.remainder();
             for four in chunks {
                 for (a, &row) in acc.iter_mut().zip(four) {
-                    let r = row as usize * 2;
-                    a[0] += f64::from(table[r]);
-                    a[1] += f64::from(table[r + 1]);
+                    *a += f64::from(table[row as usize]);
                 }
             }
             for (a, &row) in acc.iter_mut().zip(rest) {
-                let r = row as usize * 2;
-                a[0] += f64::from(table[r]);
-                a[1] += f64::from(table[r + 1]);
+                *a += f64::from(table[row as usize]);
             }
-            for (i, s) in sums.iter_mut().enumerate() {
-                *s = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]);
-            }
+            sums[1] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         } else {
             for &row in &rows {
                 let r = row as usize * labels;
