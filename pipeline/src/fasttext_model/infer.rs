@@ -157,7 +157,8 @@ pub struct Predictor {
     /// Each thread's rows of the words out of the vocabulary it has met.
     oov: ThreadLocal<RefCell<OovRows>>,
     /// With [`Predictor::project`]: each input row's product with every output row
-    /// (`rows × labels`), the input rows themselves dropped.
+    /// (`rows × labels`; for two labels `rows`, the second's less the first's), the
+    /// input rows themselves dropped.
     projection: Option<Vec<f32>>,
     /// With the projection of a model without character n-grams: the words of at most
     /// 16 bytes found by their bytes ([`ShortWords`]), no hash computed for them.
@@ -322,22 +323,18 @@ impl ShortWords {
     /// The bytes `text[s..s + len]` (`len` at most 16) as two zero-padded words.
     #[inline]
     fn bytes_of(text: &[u8], s: usize, len: usize) -> (u64, u64) {
+        let word = |b: &[u8]| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(b);
+            u64::from_le_bytes(x)
+        };
+        // 16 bytes from the word on where the text has them (the masks cut the rest).
         let (lo, hi) = match text.get(s..s + 16) {
-            Some(b) => {
-                let mut lo = [0u8; 8];
-                let mut hi = [0u8; 8];
-                lo.copy_from_slice(&b[..8]);
-                hi.copy_from_slice(&b[8..]);
-                (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
-            }
+            Some(b) => (word(&b[..8]), word(&b[8..])),
             None => {
                 let mut b = [0u8; 16];
                 b[..len].copy_from_slice(&text[s..s + len]);
-                let mut lo = [0u8; 8];
-                let mut hi = [0u8; 8];
-                lo.copy_from_slice(&b[..8]);
-                hi.copy_from_slice(&b[8..]);
-                (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
+                (word(&b[..8]), word(&b[8..]))
             }
         };
         (lo & MASKS[len.min(8)], hi & MASKS[len.saturating_sub(8)])
@@ -420,6 +417,15 @@ impl Vocab {
             at = (at + 1) & mask;
         }
         slots[at] = slot;
+    }
+
+    /// Whether a word (found as `id`, or not found) is a label, which brings no row:
+    /// a label of the dictionary, or a word with the label prefix outside it.
+    fn is_label(&self, id: Option<usize>, word: &[u8]) -> bool {
+        match id {
+            Some(id) => self.kinds[id] == 1,
+            None => word.starts_with(LABEL_PREFIX),
+        }
     }
 
     /// The id of `word` (hashed to `h`), given its first slot already read.
@@ -1078,11 +1084,7 @@ impl Predictor {
         for ((&w, &h), &slot) in words.iter().zip(&hashes).zip(&first) {
             let word = word(w);
             let id = self.vocab.find_from(word, h, slot);
-            let label = match id {
-                Some(id) => self.vocab.kinds[id] == 1,
-                None => word.starts_with(LABEL_PREFIX),
-            };
-            if label {
+            if self.vocab.is_label(id, word) {
                 continue;
             }
             match id {
@@ -1166,18 +1168,18 @@ impl Predictor {
                 match short.find_from(lo, hi, at, slot) {
                     Some(found) if found.row == ShortSlot::LABEL => continue,
                     Some(found) => (Some(found.row), found.hash),
-                    None if word.starts_with(LABEL_PREFIX) => continue,
+                    None if self.vocab.is_label(None, word) => continue,
                     None => (None, hash(word)),
                 }
             } else {
                 let h = hash(word);
-                let first = self.vocab.slots[h as usize & self.vocab.mask];
-                match self.vocab.find_from(word, h, first) {
-                    Some(id) if self.vocab.kinds[id] == 1 => continue,
-                    Some(id) => (Some(id as u32), h),
-                    None if word.starts_with(LABEL_PREFIX) => continue,
-                    None => (None, h),
+                let id =
+                    self.vocab
+                        .find_from(word, h, self.vocab.slots[h as usize & self.vocab.mask]);
+                if self.vocab.is_label(id, word) {
+                    continue;
                 }
+                (id.map(|id| id as u32), h)
             };
             if let Some(row) = row {
                 add(row);
@@ -1210,8 +1212,8 @@ impl Predictor {
     /// logits are then the mean of its rows' products, `labels` numbers a row instead
     /// of `dim` (one for two labels, their difference: for DCLM's 100 dimensions, 4
     /// bytes a row, and 8 MB for 2 million n-gram buckets where the rows take 800
-    /// MB), which is what makes
-    /// scoring fast: the rows of a long text are read from memory at random. Sums are
+    /// MB), which is what makes scoring fast: the rows of a long text are read from
+    /// memory at random. Sums are
     /// then taken in f64 over products rounded to f32, not in fastText's f32 order over
     /// the rows, so probabilities are within about 1e-7 of fastText's instead of equal
     /// to the last bit (tested within 1e-6). `false`, and nothing changes, when
