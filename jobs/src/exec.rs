@@ -116,6 +116,9 @@ pub fn run_task(
     tasks: usize,
     flags: &Flags,
 ) -> Result<Report> {
+    // The step's own settings over the pipeline's.
+    let view = p.for_step(i);
+    let p: &Pipeline = &view;
     let spec = &p.steps[i];
     let kind = spec.kind()?;
     let opts = RunOptions {
@@ -215,14 +218,32 @@ pub fn run_task(
         Kind::DecontamIndex => {
             decontam::index_step(storage, &opts, &crate::stages::decontam_config(p)?)
         }
-        Kind::Train => crate::train::train(
-            storage,
-            &opts,
-            p.config
+        Kind::Train => {
+            let mut table = p
+                .config
                 .get("train")
-                .unwrap_or(&toml::Value::Table(toml::map::Map::new())),
-            spec.gpus_per_node.unwrap_or(1) as usize,
-        ),
+                .cloned()
+                .unwrap_or_else(|| toml::Value::Table(toml::map::Map::new()));
+            // A reference set named by a step is that step's token shards.
+            if let Some(sets) = table
+                .get_mut("eval_sets")
+                .and_then(toml::Value::as_table_mut)
+            {
+                for (_, url) in sets.iter_mut() {
+                    if let Some(name) = url.as_str()
+                        && p.steps.iter().any(|s| s.name == name)
+                    {
+                        *url = toml::Value::String(p.step_output(name)?.to_string());
+                    }
+                }
+            }
+            crate::train::train(
+                storage,
+                &opts,
+                &table,
+                spec.gpus_per_node.unwrap_or(1) as usize,
+            )
+        }
     }
 }
 

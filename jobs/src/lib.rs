@@ -3,6 +3,7 @@
 //! in order on this machine, `mill step` runs one task of one step as a fleet array job
 //! does, `mill status` and `mill report` read a run's markers.
 
+pub mod ablate;
 pub mod classify_gpu;
 pub mod exec;
 pub mod incremental;

@@ -47,6 +47,27 @@ enum Command {
         #[arg(long, conflicts_with_all = ["from", "only", "force"])]
         incremental: bool,
     },
+    /// Run an ablation file: every variant's steps (the steps they share once), a
+    /// model per variant and seed on the same token budget, then the table that
+    /// compares them. `mill run`, `mill submit` and `mill status` read the file too.
+    Ablate {
+        /// The ablation file (TOML): `pipeline`, `tokens`, `seeds`, `[[variant]]`s.
+        ablation: String,
+        /// Print the one pipeline the variants make (TOML) and run nothing.
+        #[arg(long)]
+        print: bool,
+        /// Run every step as this many tasks, one after another.
+        #[arg(long)]
+        tasks: Option<usize>,
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Redo inputs that are done.
+        #[arg(long)]
+        force: bool,
+        /// The comparison as JSON, for machines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run one task of one step, as a fleet array job does.
     Step {
         pipeline: String,
@@ -151,6 +172,9 @@ enum Command {
         /// Where to write it (any address).
         #[arg(short, long, default_value = "report.html")]
         output: String,
+        /// An ablation's comparison as JSON on standard output, instead of the HTML.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -240,6 +264,37 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             println!("run: {} (mill status / mill report read it)", p.output);
+        }
+        Command::Ablate {
+            ablation,
+            print,
+            tasks,
+            threads,
+            force,
+            json,
+        } => {
+            let p = Pipeline::load(&storage, &ablation)?;
+            if p.ablation.is_none() {
+                anyhow::bail!("{ablation} is a pipeline, not an ablation (it has no [[variant]])");
+            }
+            if print {
+                print!("{}", toml::to_string(&p)?);
+                return Ok(());
+            }
+            let flags = Flags {
+                threads,
+                force,
+                progress: !json,
+            };
+            let steps = jobs::run(&storage, &p, None, None, tasks, &flags)?;
+            let results = jobs::ablate::results(&storage, &p)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            } else {
+                print!("{}", jobs::summary_table(&steps));
+                print!("{}", jobs::ablate::table(&results));
+                println!("run: {} (mill status / mill report read it)", p.output);
+            }
         }
         Command::Step {
             pipeline,
@@ -385,7 +440,19 @@ fn main() -> anyhow::Result<()> {
                 std::process::exit(3);
             }
         }
-        Command::Report { run, output } => {
+        Command::Report { run, output, json } => {
+            if json {
+                let (p, _) = jobs::status::status(&storage, &Location::parse(&run)?)?;
+                if p.ablation.is_none() {
+                    anyhow::bail!(
+                        "{run} is not an ablation's run: `mill report --json` gives an ablation's \
+                         comparison (`mill status --json` gives any run's state)"
+                    );
+                }
+                let results = jobs::ablate::results(&storage, &p)?;
+                println!("{}", serde_json::to_string_pretty(&results)?);
+                return Ok(());
+            }
             let html = jobs::report::report(&storage, &Location::parse(&run)?)?;
             let out = Location::parse(&output)?;
             storage.put(&out, html.as_bytes())?;

@@ -199,6 +199,9 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
 "#,
         esc(&run.to_string())
     );
+    if p.ablation.is_some() {
+        html.push_str(&ablation_section(storage, &p)?);
+    }
     html.push_str(&steps_table(&steps));
 
     // Funnel: documents into the first document step, then out of each.
@@ -432,6 +435,122 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         html.push_str(&bar_chart("No train step in this pipeline", &[], ""));
     }
     html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+/// Colours of the variants' lines, in order (then again).
+const COLORS: &[&str] = &[
+    "#3b7dd8", "#d8703b", "#3ba55c", "#a33bd8", "#d83b5e", "#8c7a3b", "#3bb8d8", "#555555",
+];
+
+/// An ablation's comparison: its variants' figures in a table (mean and spread over the
+/// seeds), each variant's funnel, and the curves of every model on one chart per loss.
+fn ablation_section(storage: &Storage, p: &crate::spec::Pipeline) -> Result<String> {
+    let results = crate::ablate::results(storage, p)?;
+    let Some(plan) = &p.ablation else {
+        return Ok(String::new());
+    };
+    let mut html = String::new();
+    let _ = writeln!(
+        html,
+        "<h2>Ablation: {} variants, {} tokens each ({} steps of {}), seeds {:?}</h2>",
+        results.len(),
+        human(plan.tokens),
+        plan.steps,
+        plan.tokens_per_step,
+        plan.seeds
+    );
+    let sets: std::collections::BTreeSet<&String> = results
+        .iter()
+        .flat_map(|r| r.seeds.iter().flat_map(|s| s.eval_losses.keys()))
+        .collect();
+    html.push_str("<table><tr><th>variant</th><th>documents</th><th>tokens</th><th>data for the budget</th><th>training loss</th><th>own validation loss</th>");
+    for set in &sets {
+        let _ = write!(html, "<th>loss on {}</th>", esc(set));
+    }
+    html.push_str("</tr>\n");
+    let cell = |x: Option<(f64, f64)>| match x {
+        Some((m, d)) if d > 0.0 => format!("{m:.4} ± {:.4}", d / 2.0),
+        Some((m, _)) => format!("{m:.4}"),
+        None => "-".into(),
+    };
+    for r in &results {
+        let data = match r.data_over_budget {
+            Some(x) if x >= 1.0 => format!("cut to {:.0}%", 100.0 / x),
+            Some(x) if x > 0.0 => format!("repeated {:.2}×", 1.0 / x),
+            _ => "-".into(),
+        };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            esc(&r.name),
+            r.funnel.last().map_or("-".into(), |f| human(f.docs_out)),
+            r.tokens.map_or("-".into(), human),
+            data,
+            cell(crate::ablate::mean_spread(
+                r.seeds.iter().map(|s| s.train_loss)
+            )),
+            cell(crate::ablate::mean_spread(
+                r.seeds.iter().map(|s| s.val_loss)
+            )),
+        );
+        for set in &sets {
+            let v = crate::ablate::mean_spread(
+                r.seeds.iter().map(|s| s.eval_losses.get(*set).copied()),
+            );
+            let _ = write!(html, "<td>{}</td>", cell(v));
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</table><p>± half the spread (largest less smallest) over the seeds. The own validation loss is each variant's held-out share of its own data: it does not compare variants; the reference sets do.</p>\n");
+    // Funnels: each variant's document steps.
+    html.push_str("<table><tr><th>variant</th><th>step</th><th>ran as</th><th>documents in</th><th>documents out</th></tr>\n");
+    for r in &results {
+        for f in &r.funnel {
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.name),
+                esc(&f.step),
+                esc(&f.ran_as),
+                human(f.docs_in),
+                human(f.docs_out)
+            );
+        }
+    }
+    html.push_str("</table>\n");
+    // Curves: every model's, coloured by variant.
+    let mut curves = Vec::new();
+    for (k, (v, r)) in plan.variants.iter().zip(&results).enumerate() {
+        for (seed, step) in r.seeds.iter().map(|s| s.seed).zip(&v.train_steps) {
+            let curve = crate::train::loss_curve(storage, &p.step_output(step)?)?;
+            curves.push((
+                format!("{} seed {seed}", v.name),
+                COLORS[k % COLORS.len()],
+                curve,
+            ));
+        }
+    }
+    let chart = |title: &str, y: &dyn Fn(&crate::train::Point) -> Option<f64>| {
+        let series: Vec<Series<'_>> = curves
+            .iter()
+            .map(|(name, color, curve)| Series {
+                name,
+                color,
+                points: curve
+                    .iter()
+                    .filter_map(|c| Some((c.step as f64 + 1.0, y(c)?)))
+                    .collect(),
+            })
+            .collect();
+        line_chart(title, "step", &series)
+    };
+    html.push_str(&chart("Training loss of every model", &|c| Some(c.loss)));
+    for set in &sets {
+        html.push_str(&chart(&format!("Loss on {set} of every model"), &|c| {
+            c.eval_losses.get(*set).copied()
+        }));
+    }
     Ok(html)
 }
 

@@ -57,6 +57,10 @@ pub struct Pipeline {
     /// `[submit.slurm]`, `[submit.aws-batch]`, `[submit.k8s]`).
     #[serde(default)]
     pub submit: crate::submit::SubmitConfig,
+    /// Set in a pipeline expanded from an ablation file: its variants and their steps
+    /// ([`crate::ablate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ablation: Option<crate::ablate::Plan>,
 }
 
 fn one() -> usize {
@@ -104,6 +108,11 @@ pub struct StepSpec {
     /// Keep dropped documents under `_rejected/` (per-document steps).
     #[serde(default)]
     pub keep_rejected: bool,
+    /// This step's own settings of the stages it runs (`[step.config.quality]`),
+    /// merged key by key over the pipeline's `[config.<stage>]`: what an ablation's
+    /// variants change (see [`crate::ablate`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, toml::Value>,
 }
 
 /// What a step runs.
@@ -155,6 +164,15 @@ impl Kind {
 }
 
 impl StepSpec {
+    /// The configuration tables this step reads: its stages' (a chain), its phase's
+    /// stage (`dedup` for `dedup.filter`), or `train`.
+    pub fn config_stages(&self) -> Vec<&str> {
+        match &self.phase {
+            Some(p) => vec![p.split('.').next().unwrap_or(p)],
+            None => self.stages.iter().map(String::as_str).collect(),
+        }
+    }
+
     /// Whether this step is the classify stage alone with `gpus_per_node` set: its
     /// transformers run on GPUs, in `mill-classify-gpu`.
     pub fn classify_on_gpus(&self) -> bool {
@@ -207,12 +225,24 @@ impl StepSpec {
 impl Pipeline {
     /// Reads and checks a pipeline file from any address. A run's copy
     /// (`<run>/_pipeline.toml`) names its run by where it lies, wherever it is read from.
+    /// An ablation file (one with `[[variant]]`s) is read as the one pipeline of its
+    /// variants ([`crate::ablate`]).
     pub fn load(storage: &Storage, url: &str) -> Result<Pipeline> {
-        let mut p: Pipeline = pipeline::cli::load_toml(storage, Some(url))?;
-        p.check().map_err(|e| Error::Config {
+        let value: toml::Value = pipeline::cli::load_toml(storage, Some(url))?;
+        let as_config = |e: Error| Error::Config {
             url: url.to_string(),
             message: e.to_string(),
-        })?;
+        };
+        let from = |e: toml::de::Error| Error::Config {
+            url: url.to_string(),
+            message: e.to_string(),
+        };
+        if crate::ablate::is_ablation(&value) {
+            let ablation: crate::ablate::Ablation = value.try_into().map_err(from)?;
+            return ablation.expand(storage).map_err(as_config);
+        }
+        let mut p: Pipeline = value.try_into().map_err(from)?;
+        p.check().map_err(as_config)?;
         let copy = crate::exec::PIPELINE_COPY;
         if let Some(run) = url.strip_suffix(&format!("/{copy}")) {
             p.output = run.to_string();
@@ -264,6 +294,12 @@ impl Pipeline {
         })?;
         p.check()?;
         Ok(p)
+    }
+
+    /// This pipeline, checked as [`Pipeline::parse`] checks a file.
+    pub(crate) fn checked(self) -> Result<Pipeline> {
+        self.check()?;
+        Ok(self)
     }
 
     fn check(&self) -> Result<()> {
@@ -321,18 +357,49 @@ impl Pipeline {
             seen.push(&s.name);
         }
         for stage in self.config.keys() {
-            let check = match crate::stages::chain_stage(stage) {
-                Some(s) => s.check,
-                None => match crate::stages::PHASED.iter().find(|(n, _)| n == stage) {
-                    Some((_, check)) => *check,
-                    None => {
-                        return Err(Error::Usage(format!("[config.{stage}]: no such stage")));
-                    }
-                },
-            };
-            check(self)?;
+            stage_check(stage)?(self)?;
+        }
+        // A step's own settings: only of the stages it runs, and checked merged.
+        for (i, s) in self.steps.iter().enumerate() {
+            if s.config.is_empty() {
+                continue;
+            }
+            let runs = s.config_stages();
+            for stage in s.config.keys() {
+                if !runs.contains(&stage.as_str()) {
+                    return Err(Error::Usage(format!(
+                        "step {}: [step.config.{stage}] is not a stage this step runs ({})",
+                        s.name,
+                        runs.join(", ")
+                    )));
+                }
+                let view = self.for_step(i);
+                stage_check(stage)?(&view)
+                    .map_err(|e| Error::Usage(format!("step {}: {e}", s.name)))?;
+            }
         }
         Ok(())
+    }
+
+    /// This pipeline as step `i` sees it: each `[step.config.<stage>]` of the step
+    /// merged over `[config.<stage>]` (tables key by key, other values replaced).
+    pub fn for_step(&self, i: usize) -> std::borrow::Cow<'_, Pipeline> {
+        let own = &self.steps[i].config;
+        if own.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut p = self.clone();
+        for (stage, value) in own {
+            let merged = match p.config.remove(stage) {
+                Some(mut base) => {
+                    merge_toml(&mut base, value);
+                    base
+                }
+                None => value.clone(),
+            };
+            p.config.insert(stage.clone(), merged);
+        }
+        std::borrow::Cow::Owned(p)
     }
 
     /// The run's address.
@@ -407,6 +474,35 @@ impl Pipeline {
     }
 }
 
+/// The check of `[config.<stage>]`.
+fn stage_check(stage: &str) -> Result<crate::stages::ConfigCheck> {
+    match crate::stages::chain_stage(stage) {
+        Some(s) => Ok(s.check),
+        None => match crate::stages::PHASED.iter().find(|(n, _)| *n == stage) {
+            Some((_, check)) => Ok(*check),
+            None => Err(Error::Usage(format!("[config.{stage}]: no such stage"))),
+        },
+    }
+}
+
+/// `over` merged into `base`: tables key by key (recursively), any other value
+/// replaced.
+pub fn merge_toml(base: &mut toml::Value, over: &toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(k) {
+                    Some(existing) => merge_toml(existing, v),
+                    None => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +539,50 @@ clusters = "sig"
         assert_eq!(p.input_of(2).expect("in").to_string(), text);
         let c: dedup::Config = p.stage_config("dedup").expect("config");
         assert_eq!(c.kind, dedup::Kind::Exact);
+    }
+
+    #[test]
+    fn a_step_changes_its_stages_settings_for_itself() {
+        let text = GOOD.replace(
+            "stages = [\"import\", \"quality\"]",
+            "stages = [\"import\", \"quality\"]\n[step.config.quality.gopher_quality]\nmin_doc_words = 80",
+        );
+        let p = Pipeline::parse(&text).expect("parse");
+        let mine: quality::Config = p.for_step(0).stage_config("quality").expect("config");
+        let theirs: quality::Config = p.for_step(1).stage_config("quality").expect("config");
+        assert_eq!(mine.gopher_quality.min_doc_words, 80);
+        assert_eq!(
+            theirs.gopher_quality.min_doc_words,
+            quality::Config::default().gopher_quality.min_doc_words
+        );
+        // Tables merge key by key: the dedup table's other keys stay.
+        let dedup = GOOD.replace(
+            "clusters = \"sig\"",
+            "clusters = \"sig\"\n[step.config.dedup]\nbands = 7",
+        );
+        let p = Pipeline::parse(&dedup).expect("parse");
+        let c: dedup::Config = p.for_step(2).stage_config("dedup").expect("config");
+        assert_eq!((c.kind, c.bands), (dedup::Kind::Exact, 7));
+        // Only the stages the step runs, and checked as their configuration.
+        for (bad, says) in [
+            (
+                GOOD.replace(
+                    "stages = [\"import\", \"quality\"]",
+                    "stages = [\"import\", \"quality\"]\n[step.config.pii]",
+                ),
+                "not a stage this step runs",
+            ),
+            (
+                GOOD.replace(
+                    "stages = [\"import\", \"quality\"]",
+                    "stages = [\"import\", \"quality\"]\n[step.config.quality]\nnope = 1",
+                ),
+                "nope",
+            ),
+        ] {
+            let err = Pipeline::parse(&bad).expect_err(says).to_string();
+            assert!(err.contains(says), "{err} should say {says}");
+        }
     }
 
     #[test]

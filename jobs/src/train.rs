@@ -55,7 +55,23 @@ pub fn train(
         url: manifest.to_string(),
         message: format!("the train phase reads a tokens step's output: {e}"),
     })?;
-    let hash = pipeline::cli::sha256_hex(&[text.as_bytes(), &manifest_bytes].concat());
+    // The reference sets' shards count as input too: encoded again, they are measured
+    // again.
+    let mut hashed = [text.as_bytes(), &manifest_bytes].concat();
+    if let Some(sets) = table.get("eval_sets").and_then(toml::Value::as_table) {
+        for (name, url) in sets {
+            let url = url.as_str().ok_or_else(|| Error::Config {
+                url: "[config.train]".into(),
+                message: format!("eval_sets.{name}: give the address of token shards"),
+            })?;
+            let m = Location::parse(url)?.join(pipeline::tokens::MANIFEST);
+            hashed.extend(storage.read(&m).map_err(|e| Error::Input {
+                url: m.to_string(),
+                message: format!("reference set {name}: {e}"),
+            })?);
+        }
+    }
+    let hash = pipeline::cli::sha256_hex(&hashed);
     let marker_loc = marker_location(&opts.output, STEM);
     if !opts.force && read_marker(storage, &marker_loc)?.is_some_and(|m| m.config_hash == hash) {
         return Ok(Report {
@@ -131,9 +147,13 @@ pub fn train(
     })
 }
 
+/// Before a reference set's name in a train step's values: its last loss.
+pub const EVAL_LOSS: &str = "eval_loss.";
+
 /// What a training run did, from its step records up to its newest checkpoint: counts
 /// `train_steps`, `train_tokens`; values `train_loss` (the
-/// last step's) and `val_loss` (the last evaluated).
+/// last step's), `val_loss` (the last evaluated) and `eval_loss.<set>` (each reference
+/// set's, the last evaluated).
 pub fn trained(storage: &Storage, output: &Location) -> Result<pipeline::Stats> {
     let curve = loss_curve(storage, output)?;
     let mut stats = pipeline::Stats::default();
@@ -147,6 +167,11 @@ pub fn trained(storage: &Storage, output: &Location) -> Result<pipeline::Stats> 
     stats.values.insert("train_loss".into(), last.loss);
     if let Some(v) = curve.iter().rev().find_map(|p| p.val_loss) {
         stats.values.insert("val_loss".into(), v);
+    }
+    if let Some(p) = curve.iter().rev().find(|p| !p.eval_losses.is_empty()) {
+        for (name, v) in &p.eval_losses {
+            stats.values.insert(format!("{EVAL_LOSS}{name}"), *v);
+        }
     }
     Ok(stats)
 }
@@ -274,6 +299,9 @@ pub struct Point {
     pub loss: f64,
     #[serde(default)]
     pub val_loss: Option<f64>,
+    /// Loss on each reference set (`eval_sets`), on the steps that evaluate.
+    #[serde(default)]
+    pub eval_losses: std::collections::BTreeMap<String, f64>,
     /// Tokens the step trained on.
     #[serde(default)]
     pub tokens: u64,

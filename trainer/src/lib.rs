@@ -115,6 +115,9 @@ pub struct StepRecord {
     /// Mean loss on the validation split, on the steps that evaluate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub val_loss: Option<f64>,
+    /// Mean loss on each reference set (`eval_sets`), on the steps that evaluate.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub eval_losses: std::collections::BTreeMap<String, f64>,
     /// Of the step's time, seconds in the forward passes, the backward passes and the
     /// optimiser (gradient exchange, clipping, update, copy to the compute weights).
     /// On CPU only: on a GPU the host's clock sees kernel launches, not their work.

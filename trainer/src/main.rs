@@ -194,12 +194,26 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             .flatten()?;
         peak_of(&name)
     });
+    // Reference sets: every document of each, read as the training data is (same
+    // sample length), checked to share its tokenizer.
+    let mut eval_sets = Vec::new();
+    for (name, url) in &run.eval_sets {
+        let whole = trainer::data::DataConfig {
+            validation_share: 0.0,
+            ..run.data.clone()
+        };
+        let set = Corpus::open(&storage, &Location::parse(url)?, &whole)?;
+        set.check_model(model.vocab_size, Some(&corpus.manifest().tokenizer_sha256))
+            .map_err(|e| anyhow::anyhow!("reference set {name} ({url}): {e}"))?;
+        eval_sets.push((name.clone(), Arc::new(set)));
+    }
     let options = trainer::Options {
         device,
         group: group(&world, device)?,
         eval_every: run.eval_every,
         eval_batches: run.eval_batches,
         peak_flops: peak,
+        eval_sets,
     };
     tracing::info!(
         rank = world.rank,
@@ -233,7 +247,10 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             if let Some(bar) = &bar {
                 bar.set_position(r.step + 1);
                 bar.set_message(format!("loss {:.3}", r.loss));
-                if r.step % log_every == 0 || r.val_loss.is_some() || r.step + 1 == run.train.steps
+                if r.step % log_every == 0
+                    || r.val_loss.is_some()
+                    || !r.eval_losses.is_empty()
+                    || r.step + 1 == run.train.steps
                 {
                     let mut line = serde_json::json!({
                         "step": r.step,
@@ -248,6 +265,9 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
                     }
                     if let Some(v) = r.val_loss {
                         line["val_loss"] = v.into();
+                    }
+                    for (name, v) in &r.eval_losses {
+                        line[format!("eval_loss_{name}")] = (*v).into();
                     }
                     if let Some(p) = r.phases {
                         line["seconds"] = r.seconds.into();

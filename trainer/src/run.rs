@@ -33,6 +33,10 @@ pub struct RunConfig {
     /// libtorch's CPU threads (0: its default, one per core). Small models on a busy
     /// machine train faster on one.
     pub threads: usize,
+    /// Reference sets, by name: token shards (a tokens step's output) encoded with the
+    /// training data's tokenizer, whose loss on every sample is measured at each
+    /// evaluation and recorded as `eval_losses` (what `mill ablate` compares variants by).
+    pub eval_sets: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for RunConfig {
@@ -48,6 +52,7 @@ impl Default for RunConfig {
             eval_every: 200,
             eval_batches: 8,
             threads: 0,
+            eval_sets: std::collections::BTreeMap::new(),
         }
     }
 }

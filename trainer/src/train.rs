@@ -29,6 +29,9 @@ pub struct Options {
     pub eval_batches: usize,
     /// Peak FLOP/s of one device, for MFU.
     pub peak_flops: Option<f64>,
+    /// Reference sets, by name: their loss on every sample of each at every
+    /// evaluation (token shards of the training data's tokenizer, nothing held out).
+    pub eval_sets: Vec<(String, Arc<Corpus>)>,
 }
 
 impl Default for Options {
@@ -39,6 +42,7 @@ impl Default for Options {
             eval_every: 0,
             eval_batches: 4,
             peak_flops: None,
+            eval_sets: Vec::new(),
         }
     }
 }
@@ -51,6 +55,10 @@ impl std::fmt::Debug for Options {
             .field("eval_every", &self.eval_every)
             .field("eval_batches", &self.eval_batches)
             .field("peak_flops", &self.peak_flops)
+            .field(
+                "eval_sets",
+                &self.eval_sets.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -136,26 +144,73 @@ fn validation_loss(
     let available = corpus.samples(Split::Validation);
     let want = (options.eval_batches.max(1) * micro * world.size) as u64;
     let total = available.min(want);
-    let mine: Vec<u64> = (world.rank as u64..total).step_by(world.size).collect();
     if total < world.size as u64 {
         return Ok(None);
     }
-    let _guard = tch::no_grad_guard();
-    let (mut sum, mut count) = (0.0, 0usize);
-    for chunk in mine.chunks(micro.max(1)) {
-        let mut tokens = Vec::new();
-        for &i in chunk {
-            tokens.extend(corpus.sample(Split::Validation, i)?);
-        }
-        let loss = net.loss(&samples(tokens, chunk.len(), options.device)?)?;
-        sum += loss.f_double_value(&[]).map_err(tch_err)? * chunk.len() as f64;
-        count += chunk.len();
-    }
+    let (sum, count) = rank_loss(corpus, Split::Validation, total, net, options, world, micro)?;
     let mut mean = vec![Tensor::from_slice(&[(sum / count.max(1) as f64) as f32])];
     if let Some(g) = options.group.as_mut() {
         g.all_reduce_mean(&mut mean)?;
     }
     Ok(Some(mean[0].f_double_value(&[0]).map_err(tch_err)?))
+}
+
+/// This rank's summed loss over its share of the first `total` samples of a split
+/// (every `world.size`-th from its rank), and how many samples that is.
+fn rank_loss(
+    corpus: &Corpus,
+    split: Split,
+    total: u64,
+    net: &model::Model,
+    options: &Options,
+    world: &World,
+    micro: usize,
+) -> Result<(f64, usize)> {
+    let mine: Vec<u64> = (world.rank as u64..total).step_by(world.size).collect();
+    let _guard = tch::no_grad_guard();
+    let (mut sum, mut count) = (0.0, 0usize);
+    for chunk in mine.chunks(micro.max(1)) {
+        let mut tokens = Vec::new();
+        for &i in chunk {
+            tokens.extend(corpus.sample(split, i)?);
+        }
+        let loss = net.loss(&samples(tokens, chunk.len(), options.device)?)?;
+        sum += loss.f_double_value(&[]).map_err(tch_err)? * chunk.len() as f64;
+        count += chunk.len();
+    }
+    Ok((sum, count))
+}
+
+/// The mean loss of each reference set over every one of its samples (all ranks'
+/// sums and counts exchanged, so that the mean is over samples whatever the ranks).
+fn eval_set_losses(
+    net: &model::Model,
+    options: &mut Options,
+    world: &World,
+    micro: usize,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    let sets = options.eval_sets.clone();
+    let mut out = std::collections::BTreeMap::new();
+    for (name, corpus) in &sets {
+        let total = corpus.samples(Split::Train);
+        let (sum, count) = rank_loss(corpus, Split::Train, total, net, options, world, micro)?;
+        let (s, c) = match options.group.as_mut() {
+            None => (sum, count as f64),
+            Some(g) => {
+                // The exchange carries f32 (as the gradients).
+                let mut exchanged = vec![Tensor::from_slice(&[sum as f32, count as f32])];
+                g.all_reduce_mean(&mut exchanged)?;
+                (
+                    exchanged[0].f_double_value(&[0]).map_err(tch_err)?,
+                    exchanged[0].f_double_value(&[1]).map_err(tch_err)?,
+                )
+            }
+        };
+        if c > 0.0 {
+            out.insert(name.clone(), s / c);
+        }
+    }
+    Ok(out)
 }
 
 /// Trains a model of shape `model` on `corpus` to step `config.steps`. With
@@ -289,10 +344,14 @@ pub fn train_with(
         sync_params()?;
         phases.optimizer = optimizer_started.elapsed().as_secs_f64();
         let last = step + 1 == config.steps;
-        let val_loss = if options.eval_every > 0 && ((step + 1) % options.eval_every == 0 || last) {
-            validation_loss(&corpus, &net, &mut options, &world, micro)?
+        let evaluate = options.eval_every > 0 && ((step + 1) % options.eval_every == 0 || last);
+        let (val_loss, eval_losses) = if evaluate {
+            (
+                validation_loss(&corpus, &net, &mut options, &world, micro)?,
+                eval_set_losses(&net, &mut options, &world, micro)?,
+            )
         } else {
-            None
+            (None, std::collections::BTreeMap::new())
         };
         if let Device::Cuda(index) = device {
             tch::Cuda::synchronize(index as i64);
@@ -311,6 +370,7 @@ pub fn train_with(
                 tokens as f64 * flops_per_token / seconds.max(1e-9) / (peak * world.size as f64)
             }),
             val_loss,
+            eval_losses,
             phases: (device == Device::Cpu).then_some(phases),
         };
         on_step(&record);

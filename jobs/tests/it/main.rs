@@ -2,6 +2,7 @@
 //! `mill step` as a fleet would call it, status and report (rendered in headless
 //! Chromium), and the whole run on the loopback S3 server.
 
+mod ablate;
 mod anywhere;
 mod classify;
 mod copies;
