@@ -82,6 +82,11 @@ pub struct Eval {
     /// measured at each of its evaluations (`eval_every`).
     #[serde(default)]
     pub validation: BTreeMap<String, String>,
+    /// Multiple-choice tasks, by name: JSONL files of `{"context", "choices", "gold"}`
+    /// (any address), scored at each evaluation as lm-eval-harness scores `acc` and
+    /// `acc_norm`.
+    #[serde(default)]
+    pub tasks: BTreeMap<String, String>,
 }
 
 fn first_seed() -> Vec<i64> {
@@ -144,6 +149,10 @@ impl Ablation {
     /// module's documentation). Every mistake is found here, before anything runs.
     pub fn expand(&self, storage: &Storage) -> Result<Pipeline> {
         let base = Pipeline::load(storage, &self.pipeline)?;
+        // The tasks are read now, so that a bad line stops the ablation before it runs.
+        for url in self.eval.tasks.values() {
+            crate::tasks::read(storage, url)?;
+        }
         self.expand_from(base)
     }
 
@@ -288,6 +297,33 @@ impl Ablation {
                 &toml::Value::Table(toml::Table::from_iter([(
                     "eval_sets".to_string(),
                     toml::Value::Table(eval_sets),
+                )])),
+            );
+        }
+        if !self.eval.tasks.is_empty() {
+            // Addresses that read the same from any folder (the train step may run
+            // elsewhere).
+            let cwd =
+                std::env::current_dir().map_err(|e| usage(format!("the current folder: {e}")))?;
+            let tasks = self
+                .eval
+                .tasks
+                .iter()
+                .map(|(name, url)| {
+                    let url = match pipeline::Location::parse(url) {
+                        Ok(pipeline::Location::Local(p)) if p.is_relative() => {
+                            cwd.join(p).to_string_lossy().into_owned()
+                        }
+                        _ => url.clone(),
+                    };
+                    (name.clone(), toml::Value::String(url))
+                })
+                .collect();
+            merge_toml(
+                &mut model,
+                &toml::Value::Table(toml::Table::from_iter([(
+                    "eval_tasks".to_string(),
+                    toml::Value::Table(tasks),
                 )])),
             );
         }
@@ -648,6 +684,8 @@ pub struct SeedResult {
     pub val_loss: Option<f64>,
     /// The last loss on each reference set: the figures that compare variants.
     pub eval_losses: BTreeMap<String, f64>,
+    /// The last accuracies on each multiple-choice task.
+    pub tasks: BTreeMap<String, crate::train::TaskScore>,
 }
 
 /// Each variant's funnel, tokens and models, from the run's markers.
@@ -692,6 +730,23 @@ pub fn results(storage: &Storage, p: &Pipeline) -> Result<Vec<VariantResult>> {
                         Some((k.strip_prefix(crate::train::EVAL_LOSS)?.to_string(), *v))
                     })
                     .collect(),
+                tasks: stats
+                    .values
+                    .iter()
+                    .filter_map(|(k, &acc)| {
+                        let name = k.strip_prefix(crate::train::TASK_ACC)?;
+                        let norm = stats
+                            .values
+                            .get(&format!("{}{name}", crate::train::TASK_ACC_NORM))?;
+                        Some((
+                            name.to_string(),
+                            crate::train::TaskScore {
+                                acc,
+                                acc_norm: *norm,
+                            },
+                        ))
+                    })
+                    .collect(),
             });
         }
         out.push(VariantResult {
@@ -731,6 +786,17 @@ pub fn table(results: &[VariantResult]) -> String {
     for set in &sets {
         s.push_str(&format!(" {:>22}", format!("{set} loss (spread)")));
     }
+    let tasks: BTreeSet<&String> = results
+        .iter()
+        .flat_map(|r| r.seeds.iter().flat_map(|s| s.tasks.keys()))
+        .collect();
+    for task in &tasks {
+        s.push_str(&format!(
+            " {:>20} {:>20}",
+            format!("{task} acc"),
+            format!("{task} acc_norm")
+        ));
+    }
     s.push('\n');
     let cell =
         |x: Option<(f64, f64)>| x.map_or("-".to_string(), |(m, d)| format!("{m:.4} ({d:.4})"));
@@ -751,6 +817,11 @@ pub fn table(results: &[VariantResult]) -> String {
         for set in &sets {
             let v = mean_spread(r.seeds.iter().map(|x| x.eval_losses.get(*set).copied()));
             s.push_str(&format!(" {:>22}", cell(v)));
+        }
+        for task in &tasks {
+            let acc = mean_spread(r.seeds.iter().map(|x| Some(x.tasks.get(*task)?.acc)));
+            let norm = mean_spread(r.seeds.iter().map(|x| Some(x.tasks.get(*task)?.acc_norm)));
+            s.push_str(&format!(" {:>20} {:>20}", cell(acc), cell(norm)));
         }
         s.push('\n');
     }

@@ -13,6 +13,7 @@ pub mod spec;
 pub mod stages;
 pub mod status;
 pub mod submit;
+pub mod tasks;
 pub mod train;
 
 pub use exec::{Flags, StepSummary, run, run_task, summary_table};

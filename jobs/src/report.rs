@@ -468,6 +468,13 @@ fn ablation_section(storage: &Storage, p: &crate::spec::Pipeline) -> Result<Stri
     for set in &sets {
         let _ = write!(html, "<th>loss on {}</th>", esc(set));
     }
+    let tasks: std::collections::BTreeSet<&String> = results
+        .iter()
+        .flat_map(|r| r.seeds.iter().flat_map(|s| s.tasks.keys()))
+        .collect();
+    for task in &tasks {
+        let _ = write!(html, "<th>{0} acc</th><th>{0} acc_norm</th>", esc(task));
+    }
     html.push_str("</tr>\n");
     let cell = |x: Option<(f64, f64)>| match x {
         Some((m, d)) if d > 0.0 => format!("{m:.4} ± {:.4}", d / 2.0),
@@ -499,6 +506,17 @@ fn ablation_section(storage: &Storage, p: &crate::spec::Pipeline) -> Result<Stri
                 r.seeds.iter().map(|s| s.eval_losses.get(*set).copied()),
             );
             let _ = write!(html, "<td>{}</td>", cell(v));
+        }
+        for task in &tasks {
+            for f in [
+                |t: &crate::train::TaskScore| t.acc,
+                |t: &crate::train::TaskScore| t.acc_norm,
+            ] {
+                let v = crate::ablate::mean_spread(
+                    r.seeds.iter().map(|s| Some(f(s.tasks.get(*task)?))),
+                );
+                let _ = write!(html, "<td>{}</td>", cell(v));
+            }
         }
         html.push_str("</tr>\n");
     }

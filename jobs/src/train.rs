@@ -46,14 +46,18 @@ pub fn train(
     table: &toml::Value,
     gpus_per_node: usize,
 ) -> Result<Report> {
-    let text = toml::to_string(table).map_err(|e| Error::Config {
-        url: "[config.train]".into(),
-        message: e.to_string(),
-    })?;
     let manifest = opts.input.join(pipeline::tokens::MANIFEST);
     let manifest_bytes = storage.read(&manifest).map_err(|e| Error::Input {
         url: manifest.to_string(),
         message: format!("the train phase reads a tokens step's output: {e}"),
+    })?;
+    // Multiple-choice tasks go to the trainer tokenized, with the shards' tokenizer.
+    let mut table = table.clone();
+    let tasks = tokenized_tasks(storage, opts, &mut table)?;
+    let table = &table;
+    let text = toml::to_string(table).map_err(|e| Error::Config {
+        url: "[config.train]".into(),
+        message: e.to_string(),
     })?;
     // The reference sets' shards count as input too: encoded again, they are measured
     // again.
@@ -71,6 +75,9 @@ pub fn train(
             })?);
         }
     }
+    for (_, bytes) in &tasks {
+        hashed.extend(bytes);
+    }
     let hash = pipeline::cli::sha256_hex(&hashed);
     let marker_loc = marker_location(&opts.output, STEM);
     if !opts.force && read_marker(storage, &marker_loc)?.is_some_and(|m| m.config_hash == hash) {
@@ -82,6 +89,9 @@ pub fn train(
     if opts.dry_run {
         tracing::info!(output = %opts.output, "would train");
         return Ok(Report::default());
+    }
+    for (loc, bytes) in &tasks {
+        storage.put(loc, bytes)?;
     }
     let run_file = opts.output.join(RUN_FILE);
     // Every rank's process writes the same run file: none reads it before its own put.
@@ -147,6 +157,60 @@ pub fn train(
     })
 }
 
+/// The run file's `eval_tasks` (name → a task's JSONL) tokenized with the tokenizer of
+/// the shards at `opts.input`: each becomes `<output>/_tasks/<name>.json`, which the
+/// run file then names. Returns those files and their bytes (written when the step
+/// runs; part of its hash).
+fn tokenized_tasks(
+    storage: &Storage,
+    opts: &RunOptions,
+    table: &mut toml::Value,
+) -> Result<Vec<(Location, Vec<u8>)>> {
+    let Some(tasks) = table
+        .get_mut("eval_tasks")
+        .and_then(toml::Value::as_table_mut)
+    else {
+        return Ok(Vec::new());
+    };
+    if tasks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let manifest = pipeline::tokens::read_manifest(storage, &opts.input)?;
+    let loaded = tokenize::Loaded::read(
+        storage,
+        &manifest.tokenizer,
+        tokenize::EncoderKind::default(),
+        &manifest.end_of_document,
+    )?;
+    let encode = |text: &str| -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        loaded
+            .encoder
+            .encode_into(text, &mut ids)
+            .map_err(|e| Error::Usage(format!("encoding a task with {}: {e}", loaded.url)))?;
+        Ok(ids)
+    };
+    let mut out = Vec::new();
+    for (name, url) in tasks.iter_mut() {
+        let source = url.as_str().ok_or_else(|| Error::Config {
+            url: "[config.train]".into(),
+            message: format!("eval_tasks.{name}: give the address of a task's JSONL"),
+        })?;
+        let items = crate::tasks::read(storage, source)?;
+        let tokenized = crate::tasks::tokenize(&items, &encode, loaded.eod)?;
+        let bytes = serde_json::to_vec(&serde_json::json!({ "items": tokenized }))
+            .map_err(|e| Error::Usage(format!("task {name}: {e}")))?;
+        let loc = opts.output.join(&format!("_tasks/{name}.json"));
+        *url = toml::Value::String(loc.to_string());
+        out.push((loc, bytes));
+    }
+    Ok(out)
+}
+
+/// Before a task's name in a train step's values: its last accuracies.
+pub const TASK_ACC: &str = "task_acc.";
+pub const TASK_ACC_NORM: &str = "task_acc_norm.";
+
 /// Before a reference set's name in a train step's values: its last loss.
 pub const EVAL_LOSS: &str = "eval_loss.";
 
@@ -171,6 +235,14 @@ pub fn trained(storage: &Storage, output: &Location) -> Result<pipeline::Stats> 
     if let Some(p) = curve.iter().rev().find(|p| !p.eval_losses.is_empty()) {
         for (name, v) in &p.eval_losses {
             stats.values.insert(format!("{EVAL_LOSS}{name}"), *v);
+        }
+    }
+    if let Some(p) = curve.iter().rev().find(|p| !p.eval_tasks.is_empty()) {
+        for (name, t) in &p.eval_tasks {
+            stats.values.insert(format!("{TASK_ACC}{name}"), t.acc);
+            stats
+                .values
+                .insert(format!("{TASK_ACC_NORM}{name}"), t.acc_norm);
         }
     }
     Ok(stats)
@@ -292,6 +364,13 @@ fn wait_all(children: &mut [std::process::Child], binary: &std::path::Path) -> R
     Ok(())
 }
 
+/// A task's accuracies at one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct TaskScore {
+    pub acc: f64,
+    pub acc_norm: f64,
+}
+
 /// One step record of a training run, as the report reads it.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 pub struct Point {
@@ -302,6 +381,10 @@ pub struct Point {
     /// Loss on each reference set (`eval_sets`), on the steps that evaluate.
     #[serde(default)]
     pub eval_losses: std::collections::BTreeMap<String, f64>,
+    /// Accuracies on each multiple-choice task (`eval_tasks`), on the steps that
+    /// evaluate.
+    #[serde(default)]
+    pub eval_tasks: std::collections::BTreeMap<String, TaskScore>,
     /// Tokens the step trained on.
     #[serde(default)]
     pub tokens: u64,

@@ -23,6 +23,7 @@ pub mod nccl;
 pub mod optim;
 pub mod run;
 pub mod schedule;
+pub mod tasks;
 mod train;
 
 use serde::{Deserialize, Serialize};
@@ -118,6 +119,10 @@ pub struct StepRecord {
     /// Mean loss on each reference set (`eval_sets`), on the steps that evaluate.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub eval_losses: std::collections::BTreeMap<String, f64>,
+    /// Accuracies on each multiple-choice task (`eval_tasks`), on the steps that
+    /// evaluate.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub eval_tasks: std::collections::BTreeMap<String, tasks::TaskScore>,
     /// Of the step's time, seconds in the forward passes, the backward passes and the
     /// optimiser (gradient exchange, clipping, update, copy to the compute weights).
     /// On CPU only: on a GPU the host's clock sees kernel launches, not their work.

@@ -207,6 +207,22 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("reference set {name} ({url}): {e}"))?;
         eval_sets.push((name.clone(), Arc::new(set)));
     }
+    let mut eval_tasks = Vec::new();
+    for (name, url) in &run.eval_tasks {
+        let set = trainer::tasks::TaskSet::read(&storage, url)?;
+        let past = set
+            .items
+            .iter()
+            .flat_map(|i| i.context.iter().chain(i.choices.iter().flatten()))
+            .find(|&&t| t as usize >= model.vocab_size);
+        if let Some(t) = past {
+            anyhow::bail!(
+                "task {name} ({url}): token {t} is past the model's vocabulary of {}",
+                model.vocab_size
+            );
+        }
+        eval_tasks.push((name.clone(), Arc::new(set)));
+    }
     let options = trainer::Options {
         device,
         group: group(&world, device)?,
@@ -214,6 +230,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         eval_batches: run.eval_batches,
         peak_flops: peak,
         eval_sets,
+        eval_tasks,
     };
     tracing::info!(
         rank = world.rank,
@@ -250,6 +267,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
                 if r.step % log_every == 0
                     || r.val_loss.is_some()
                     || !r.eval_losses.is_empty()
+                    || !r.eval_tasks.is_empty()
                     || r.step + 1 == run.train.steps
                 {
                     let mut line = serde_json::json!({
@@ -268,6 +286,10 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
                     }
                     for (name, v) in &r.eval_losses {
                         line[format!("eval_loss_{name}")] = (*v).into();
+                    }
+                    for (name, t) in &r.eval_tasks {
+                        line[format!("acc_{name}")] = t.acc.into();
+                        line[format!("acc_norm_{name}")] = t.acc_norm.into();
                     }
                     if let Some(p) = r.phases {
                         line["seconds"] = r.seconds.into();

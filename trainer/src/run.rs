@@ -37,6 +37,10 @@ pub struct RunConfig {
     /// training data's tokenizer, whose loss on every sample is measured at each
     /// evaluation and recorded as `eval_losses` (what `mill ablate` compares variants by).
     pub eval_sets: std::collections::BTreeMap<String, String>,
+    /// Multiple-choice tasks, by name: tokenized items (JSON, `tasks::TaskSet`; `mill`
+    /// writes them from a task's JSONL), scored at each evaluation as lm-eval-harness
+    /// scores `acc` and `acc_norm`.
+    pub eval_tasks: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for RunConfig {
@@ -53,6 +57,7 @@ impl Default for RunConfig {
             eval_batches: 8,
             threads: 0,
             eval_sets: std::collections::BTreeMap::new(),
+            eval_tasks: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct Options {
     /// Reference sets, by name: their loss on every sample of each at every
     /// evaluation (token shards of the training data's tokenizer, nothing held out).
     pub eval_sets: Vec<(String, Arc<Corpus>)>,
+    /// Multiple-choice tasks, by name, scored at every evaluation; each choice's
+    /// log-likelihood goes to `<checkpoints>/eval/<task>-step-NNNNNNNN.json`.
+    pub eval_tasks: Vec<(String, Arc<crate::tasks::TaskSet>)>,
 }
 
 impl Default for Options {
@@ -43,6 +46,7 @@ impl Default for Options {
             eval_batches: 4,
             peak_flops: None,
             eval_sets: Vec::new(),
+            eval_tasks: Vec::new(),
         }
     }
 }
@@ -58,6 +62,10 @@ impl std::fmt::Debug for Options {
             .field(
                 "eval_sets",
                 &self.eval_sets.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field(
+                "eval_tasks",
+                &self.eval_tasks.iter().map(|(n, _)| n).collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -353,6 +361,22 @@ pub fn train_with(
         } else {
             (None, std::collections::BTreeMap::new())
         };
+        let mut eval_tasks = std::collections::BTreeMap::new();
+        if evaluate {
+            for (name, set) in &options.eval_tasks {
+                let (score, lls) = crate::tasks::score(&net, set, device)?;
+                eval_tasks.insert(name.clone(), score);
+                if let Some(c) = checkpoints
+                    && world.rank == 0
+                {
+                    let file = c
+                        .dir
+                        .join(&format!("eval/{name}-step-{:08}.json", step + 1));
+                    let json = serde_json::json!({"step": step + 1, "loglikelihoods": lls});
+                    c.storage.put(&file, json.to_string().as_bytes())?;
+                }
+            }
+        }
         if let Device::Cuda(index) = device {
             tch::Cuda::synchronize(index as i64);
         }
@@ -371,6 +395,7 @@ pub fn train_with(
             }),
             val_loss,
             eval_losses,
+            eval_tasks,
             phases: (device == Device::Cpu).then_some(phases),
         };
         on_step(&record);

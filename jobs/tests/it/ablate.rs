@@ -48,6 +48,21 @@ fn planted(dir: &Path) -> std::path::PathBuf {
     let mut noisy_docs = train.to_vec();
     noisy_docs.extend(train.iter().enumerate().map(|(i, t)| shuffled(t, i as u64)));
     let noisy = docs_folder(dir, "noisy", &noisy_docs);
+    let tasks = dir.join("tasks.jsonl");
+    // Which of a text's first 6 words comes next, its true continuation first.
+    let items: Vec<String> = reference
+        .iter()
+        .map(|t| {
+            let words: Vec<&str> = t.split_whitespace().collect();
+            serde_json::json!({
+                "context": words[..6].join(" "),
+                "choices": [format!(" {}", words[6]), format!(" {}", words[1]), " zebra"],
+                "gold": 0,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&tasks, items.join("\n")).expect("tasks");
     let reference = docs_folder(dir, "reference", reference);
     let base = dir.join("base.toml");
     std::fs::write(
@@ -110,6 +125,7 @@ seeds = [1, 2]
 
 [eval]
 validation = {{ clean = "{reference}" }}
+tasks = {{ next = "{tasks}" }}
 
 [[variant]]
 name = "clean"
@@ -121,7 +137,8 @@ name = "text"
 stages = ["import"]
 input = "{noisy}"
 "#,
-            base = base.display()
+            base = base.display(),
+            tasks = tasks.display()
         ),
     )
     .expect("ablation");
@@ -177,6 +194,26 @@ fn planted_contrast_is_found_and_reruns_give_the_same_losses() {
         margin > spread(&clean).max(spread(&noisy)),
         "noisy {noisy:?} should be worse than clean {clean:?} by more than the seeds' spread"
     );
+    // Every model was scored on the task; the clean models do better.
+    let acc = |variant: &str| -> Vec<f64> {
+        first
+            .as_array()
+            .expect("variants")
+            .iter()
+            .find(|v| v["name"] == variant)
+            .expect("variant")["seeds"]
+            .as_array()
+            .expect("seeds")
+            .iter()
+            .map(|s| s["tasks"]["next"]["acc"].as_f64().expect("acc"))
+            .collect()
+    };
+    eprintln!(
+        "task acc: clean {:?}, noisy {:?}",
+        acc("clean"),
+        acc("noisy")
+    );
+    assert!(mean(&acc("clean")) >= mean(&acc("noisy")));
     // Every model trained to the budget: 61,440 tokens of 512 a step.
     for v in first.as_array().expect("variants") {
         for s in v["seeds"].as_array().expect("seeds") {
@@ -339,4 +376,20 @@ fn mistakes_are_refused_before_anything_runs() {
         assert!(err.contains(says), "{err} should say {says}");
         assert!(!dir.path().join("run").exists(), "nothing ran: {bad}");
     }
+    // A task file with a bad line: named, before anything runs.
+    std::fs::write(&file, &good).expect("write");
+    let tasks = dir.path().join("tasks.jsonl");
+    let mut lines = std::fs::read_to_string(&tasks).expect("tasks");
+    lines.push_str("\n{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 5}\n");
+    std::fs::write(&tasks, lines).expect("write");
+    let out = mill(&["ablate", &file.to_string_lossy()])
+        .output()
+        .expect("ablate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("tasks.jsonl") && err.contains("line 31: gold 5 of 2"),
+        "{err}"
+    );
+    assert!(!dir.path().join("run").exists());
 }

@@ -351,6 +351,42 @@ fn exported_checkpoints_give_transformers_our_logits() {
             "{name}: transformers' logits within {} of ours",
             v["max_abs_diff"]
         );
+        // Multiple-choice log-likelihoods as lm-eval-harness takes them, one of them past
+        // the model's 256 positions (cut from the left).
+        let ids = |n: usize, k: usize| -> Vec<u32> {
+            (0..n)
+                .map(|i| ((i * 31 + k * 7) % 127 + 1) as u32)
+                .collect()
+        };
+        let pairs: Vec<(Vec<u32>, Vec<u32>)> = vec![
+            (ids(5, 1), ids(1, 2)),
+            (ids(12, 3), ids(4, 4)),
+            (vec![0], ids(6, 5)),
+            (ids(300, 6), ids(3, 7)),
+        ];
+        let scored: Vec<serde_json::Value> = pairs
+            .iter()
+            .map(|(c, x)| {
+                let ll = trainer::tasks::loglikelihood(&net, c, x, tch::Device::Cpu)
+                    .expect("loglikelihood");
+                serde_json::json!([c, x, ll])
+            })
+            .collect();
+        let file = work.path().join(format!("pairs-{name}.json"));
+        std::fs::write(&file, serde_json::json!({ "pairs": scored }).to_string()).expect("pairs");
+        let out = Command::new(&python)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tasks_check.py"))
+            .arg(work.path().join(format!("hf-{name}")))
+            .arg(&file)
+            .output()
+            .expect("run python");
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: transformers' log-likelihoods disagree: {report}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("{name}: multiple-choice log-likelihoods {}", report.trim());
     }
 }
 
