@@ -1002,6 +1002,33 @@ tokenizer = "tokenizer"
     }
 
     #[test]
+    fn a_given_tokenizer_serves_every_variant() {
+        let p = expand(
+            "pipeline = \"base.toml\"\ntokens = 1000\ntokenizer = \"s3://b/tokenizer.json\"\n\
+             [[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\nremove = [\"deduped\"]\n",
+        )
+        .expect("expands");
+        assert!(
+            p.steps
+                .iter()
+                .all(|s| s.phase.as_deref() != Some("tokenize.train"))
+        );
+        let encoders: Vec<&StepSpec> = p
+            .steps
+            .iter()
+            .filter(|s| s.phase.as_deref() == Some("tokenize.encode"))
+            .collect();
+        assert_eq!(encoders.len(), 2);
+        for s in encoders {
+            assert_eq!(s.tokenizer.as_deref(), Some("s3://b/tokenizer.json"));
+        }
+        assert_eq!(
+            p.ablation.as_ref().and_then(|a| a.tokenizer_step.clone()),
+            None
+        );
+    }
+
+    #[test]
     fn mistakes_are_named() {
         let head = "pipeline = \"base.toml\"\ntokens = 1000\n[[variant]]\nname = \"v\"\n";
         for (tail, says) in [

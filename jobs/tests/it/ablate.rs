@@ -329,11 +329,29 @@ fn fixture_ablation_runs_and_reports() {
     assert!(table.iter().any(|l| l.starts_with("base ")), "{out}");
     assert!(table.iter().any(|l| l.starts_with("no-quality ")), "{out}");
     // mill status reads the run like any other.
-    ok(
-        mill(&["status", &dir.path().join("run").to_string_lossy()])
-            .output()
-            .expect("status"),
-        "status",
+    let run = dir.path().join("run").to_string_lossy().into_owned();
+    ok(mill(&["status", &run]).output().expect("status"), "status");
+    // The report: the comparison, the funnels, every model's curves.
+    let html = super::report_html(dir.path(), &run);
+    for want in [
+        "Ablation: 2 variants",
+        "loss on reference",
+        "completion acc_norm",
+        "Training loss of every model",
+        "Loss on reference of every model",
+        "no-quality seed 2",
+    ] {
+        assert!(html.contains(want), "{want:?} missing from the report");
+    }
+    let json: Value = serde_json::from_str(&ok(
+        mill(&["report", &run, "--json"]).output().expect("report"),
+        "report --json",
+    ))
+    .expect("json");
+    assert_eq!(json.as_array().map(Vec::len), Some(2));
+    assert!(
+        json[1]["seeds"][1]["tasks"]["completion"]["acc"].is_number(),
+        "{json}"
     );
 }
 
@@ -392,4 +410,63 @@ fn mistakes_are_refused_before_anything_runs() {
         "{err}"
     );
     assert!(!dir.path().join("run").exists());
+}
+
+#[test]
+fn an_ablation_goes_to_every_engine_its_models_on_gpus() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The fixture pipeline with every engine's settings, its train step on 1 × 2 GPUs.
+    let base = super::submit::engines_pipeline(dir.path(), 3, 1, 2);
+    let file = dir.path().join("ablation.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "pipeline = \"{base}\"\ntokens = 30720\nseeds = [1, 2]\n\
+             [[variant]]\nname = \"base\"\n\
+             [[variant]]\nname = \"no-quality\"\n[[variant.step]]\nname = \"text\"\n\
+             stages = [\"extract\", \"langid\", \"toxicity\", \"pii\"]\n"
+        ),
+    )
+    .expect("ablation");
+    let out = dir.path().join("jobs");
+    for engine in ["aws-batch", "k8s", "slurm"] {
+        ok(
+            mill(&[
+                "submit",
+                &file.to_string_lossy(),
+                "--engine",
+                engine,
+                "--dry-run",
+                "--out",
+                &out.to_string_lossy(),
+            ])
+            .output()
+            .expect("dry run"),
+            "mill submit --dry-run of an ablation",
+        );
+    }
+    let checked = super::submit::check_schemas(&out);
+    assert!(
+        checked.status.success(),
+        "schemas: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    // A GPU job per variant and seed on every engine.
+    let files: Vec<String> = std::fs::read_dir(&out)
+        .expect("jobs")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let models = |ext: &str| -> Vec<&String> {
+        files
+            .iter()
+            .filter(|f| f.contains("-model-") && f.ends_with(ext))
+            .collect()
+    };
+    assert_eq!(models(".sbatch").len(), 4, "{files:?}");
+    for f in models(".sbatch") {
+        let sbatch = std::fs::read_to_string(out.join(f)).expect("sbatch");
+        assert!(sbatch.contains("#SBATCH --gpus-per-node=2\n"), "{sbatch}");
+    }
+    assert_eq!(models(".jobdef.json").len(), 4, "{files:?}");
 }

@@ -257,7 +257,7 @@ fn a_failed_slurm_task_stops_its_dependents_and_a_resubmit_finishes() {
 
 /// The fixture pipeline with every engine setting given and per-step resources;
 /// `text_tasks` tasks in the text step, the train step on `nodes` × `gpus` GPUs.
-fn engines_pipeline(dir: &Path, text_tasks: usize, nodes: u32, gpus: u32) -> String {
+pub(super) fn engines_pipeline(dir: &Path, text_tasks: usize, nodes: u32, gpus: u32) -> String {
     let f = pipeline_at(dir, &dir.join("run").to_string_lossy());
     let mut text = std::fs::read_to_string(&f).expect("pipeline");
     text = text
@@ -290,7 +290,7 @@ fn engines_pipeline(dir: &Path, text_tasks: usize, nodes: u32, gpus: u32) -> Str
     f.to_string_lossy().into_owned()
 }
 
-fn check_schemas(dir: &Path) -> std::process::Output {
+pub(super) fn check_schemas(dir: &Path) -> std::process::Output {
     Command::new("python3")
         .arg(crate::root().join("scripts/check_submit.py"))
         .arg(dir)
