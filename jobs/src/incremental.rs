@@ -138,7 +138,8 @@ pub fn run(storage: &Storage, p: &Pipeline, flags: &Flags) -> Result<Increment> 
             .first()
             .and_then(|s| s.stages.first())
             .is_some_and(|s| s == "extract");
-        let warc_source = extract::WarcSource::new(&p.stage_config("extract")?);
+        // The first step's settings (its own [step.config] over the pipeline's).
+        let warc_source = extract::WarcSource::new(&p.for_step(0).stage_config("extract")?);
         let docs = pipeline::DocumentSource::default();
         let takes = |rel: &str| {
             use pipeline::Source;
@@ -197,7 +198,7 @@ pub fn run(storage: &Storage, p: &Pipeline, flags: &Flags) -> Result<Increment> 
         dedup::index::index(
             storage,
             &opts,
-            &q.stage_config("dedup")?,
+            &q.for_step(i).stage_config("dedup")?,
             &q.step_output(&clusters.name)?,
         )?;
     }

@@ -111,7 +111,7 @@ pub fn plan(storage: &Storage, p: &Pipeline, opts: &PlanOptions) -> Result<Plan>
     // The first step's own rule for what is an input (a chain's source), else every
     // file that is not hidden.
     let source = match first.kind()? {
-        Kind::Chain => Some(crate::exec::chain(storage, p, first)?.source),
+        Kind::Chain => Some(crate::exec::chain(storage, &p.for_step(0), first)?.source),
         _ => None,
     };
     let inputs: Vec<_> = listing

@@ -143,7 +143,9 @@ fn count_inputs(storage: &Storage, p: &Pipeline, i: usize) -> Result<(usize, usi
     let spec = &p.steps[i];
     let warc = spec.stages.first().is_some_and(|s| s == "extract");
     let extract_source = if warc {
-        Some(extract::WarcSource::new(&p.stage_config("extract")?))
+        Some(extract::WarcSource::new(
+            &p.for_step(i).stage_config("extract")?,
+        ))
     } else {
         None
     };
