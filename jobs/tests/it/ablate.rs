@@ -32,7 +32,7 @@ fn shuffled(text: &str, seed: u64) -> String {
 }
 
 /// The ablation of the planted contrast in `dir`: returns its file.
-fn planted(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn planted(dir: &Path) -> std::path::PathBuf {
     let lines: Vec<String> =
         std::fs::read_to_string(root().join("fixtures/classify/positives.jsonl"))
             .expect("fixture texts")
@@ -146,7 +146,7 @@ input = "{noisy}"
 }
 
 /// `mill ablate --json` of a file.
-fn results(file: &Path) -> Value {
+pub(crate) fn results(file: &Path) -> Value {
     let out = ok(
         mill(&["ablate", &file.to_string_lossy(), "--json"])
             .output()

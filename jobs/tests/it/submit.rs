@@ -133,6 +133,52 @@ pub(crate) fn states_of<'a>(rows: &'a [(String, String)], ids: &[String]) -> Vec
 }
 
 #[test]
+fn an_ablation_through_slurm_gives_mill_ablates_figures() {
+    let _one = SLURM.lock();
+    if !slurm_up() {
+        return;
+    }
+    // The planted contrast's ablation, one seed: by `mill ablate` here, then as Slurm
+    // jobs into another run.
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = crate::ablate::planted(dir.path());
+    let text = std::fs::read_to_string(&file)
+        .expect("ablation")
+        .replace("seeds = [1, 2]", "seeds = [1]");
+    std::fs::write(&file, &text).expect("ablation");
+    let base = dir.path().join("base.toml");
+    let mut base_text = std::fs::read_to_string(&base).expect("base");
+    base_text.push_str(&format!(
+        "\n[submit]\ncpus = 1\nmemory_mib = 1000\n[submit.slurm]\nlogs = \"{}\"\nretries = 2\n",
+        dir.path().join("logs").display()
+    ));
+    std::fs::write(&base, base_text).expect("base");
+    let here = crate::ablate::results(&file);
+    let slurm_run = dir.path().join("slurm-run");
+    let on_slurm = dir.path().join("slurm.toml");
+    std::fs::write(
+        &on_slurm,
+        format!("output = \"{}\"\n{text}", slurm_run.display()),
+    )
+    .expect("ablation");
+    let ids = submit(&on_slurm.to_string_lossy());
+    assert_eq!(ids.len(), 8, "a job per step: {ids:?}");
+    let rows = wait_for(&ids, Duration::from_secs(900));
+    assert!(
+        rows.iter().all(|(_, s)| s == "COMPLETED"),
+        "every task completes: {rows:?}"
+    );
+    let there: serde_json::Value = serde_json::from_str(&ok(
+        mill(&["report", &slurm_run.to_string_lossy(), "--json"])
+            .output()
+            .expect("report"),
+        "report --json",
+    ))
+    .expect("json");
+    assert_eq!(there, here, "Slurm's models differ from mill ablate's");
+}
+
+#[test]
 fn slurm_runs_the_fixture_pipeline_like_mill_run() {
     let _one = SLURM.lock();
     if !model_present() || !slurm_up() {
