@@ -4,7 +4,7 @@
 //! ```toml
 //! pipeline = "fixtures/pipeline.toml"   # the base: its steps, its [config.*]
 //! output = "out/ablation"               # where the ablation runs (default: the base's)
-//! tokens = 40960                        # tokens each variant trains on
+//! tokens = 40960                        # tokens each variant's models train on
 //! seeds = [1, 2]                        # one model per seed and variant (default [1])
 //! # tokenizer = "s3://…/tokenizer.json" # default: the base's tokenize.train step, on
 //! #                                     # the base's data, for every variant
@@ -15,13 +15,13 @@
 //! name = "clean"                        # the base as it is
 //!
 //! [[variant]]
-//! name = "no-quality"
+//! name = "stricter-no-dedup"
 //! remove = ["signatures", "buckets", "clusters", "deduped"]   # steps dropped
-//! [variant.config.quality]              # over the base's [config.quality]
-//! min_words = 0
+//! [variant.config.quality.gopher_quality]   # over the base's [config.quality]
+//! min_doc_words = 100
 //! [[variant.step]]                      # a step replaced (same name) or added
 //! name = "text"
-//! stages = ["extract", "langid", "pii"]
+//! stages = ["extract", "langid", "quality", "pii"]
 //! ```
 //!
 //! A variant is the base with its changes: `remove` drops steps (a step that read a
@@ -459,19 +459,22 @@ impl Ablation {
             }
         }
         for (stage, value) in &v.config {
-            let Some(base_value) = p.config.get_mut(stage) else {
-                if p.steps
-                    .iter()
-                    .any(|s| s.config_stages().contains(&stage.as_str()))
-                {
-                    p.config.insert(stage.clone(), value.clone());
-                    continue;
-                }
+            // Settings no step would read are a mistake, not a no-op.
+            if !p
+                .steps
+                .iter()
+                .any(|s| s.config_stages().contains(&stage.as_str()))
+            {
                 return Err(Error::Usage(format!(
                     "[variant.config.{stage}]: no step of the variant runs {stage}"
                 )));
-            };
-            merge_toml(base_value, value);
+            }
+            match p.config.get_mut(stage) {
+                Some(base_value) => merge_toml(base_value, value),
+                None => {
+                    p.config.insert(stage.clone(), value.clone());
+                }
+            }
         }
         if let Some(url) = &self.tokenizer {
             p.steps
@@ -1040,6 +1043,11 @@ tokenizer = "tokenizer"
             (
                 "[variant.config.pii]\nx = 1\n",
                 "no step of the variant runs pii",
+            ),
+            (
+                "[variant.config.quality.c4]\nenabled = false\n\
+                 [[variant.step]]\nname = \"text\"\nstages = [\"import\"]\n",
+                "no step of the variant runs quality",
             ),
             ("[variant.config.quality]\nnot_a_key = 1\n", "not_a_key"),
             (
