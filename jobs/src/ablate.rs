@@ -216,7 +216,7 @@ impl Ablation {
         let mut planned = Vec::new();
         let tokenizer_step = self.tokenizer_step(&base)?;
         let shared_tokenizer = match &tokenizer_step {
-            Some(name) => Some(merged.add(&without_train(&base), name)?),
+            Some(name) => Some(merged.add(&without_train(&base), name, &mut BTreeMap::new())?),
             None => None,
         };
         for v in &self.variants {
@@ -224,8 +224,9 @@ impl Ablation {
                 .variant(&base, v, shared_tokenizer.as_ref())
                 .map_err(|e| usage(format!("variant {}: {e}", v.name)))?;
             let mut steps = Vec::new();
+            let mut done = BTreeMap::new();
             for s in &p.steps {
-                steps.push((s.name.clone(), merged.add(&p, &s.name)?));
+                steps.push((s.name.clone(), merged.add(&p, &s.name, &mut done)?));
             }
             let tokens_step = steps
                 .iter()
@@ -265,22 +266,12 @@ impl Ablation {
             };
             p.steps = vec![StepSpec {
                 name: format!("eval-{name}"),
-                stages: Vec::new(),
                 phase: Some("tokenize.encode".into()),
                 input: Some(url.clone()),
-                clusters: None,
                 tokenizer: Some(tokenizer),
-                against: None,
-                threshold: None,
-                tasks: None,
-                cpus: None,
-                memory_mib: None,
-                nodes: None,
-                gpus_per_node: None,
-                keep_rejected: false,
-                config: BTreeMap::new(),
+                ..StepSpec::default()
             }];
-            let step = merged.add(&p, &format!("eval-{name}"))?;
+            let step = merged.add(&p, &format!("eval-{name}"), &mut BTreeMap::new())?;
             eval_sets.insert(name.clone(), toml::Value::String(step));
         }
 
@@ -520,8 +511,17 @@ struct Merged {
 
 impl Merged {
     /// Adds step `name` of `p` (and, first, the steps it reads), unless a step doing
-    /// the same work is there; returns its name in the merged pipeline.
-    fn add(&mut self, p: &Pipeline, name: &str) -> Result<String> {
+    /// the same work is there; returns its name in the merged pipeline. `done` holds
+    /// the steps of `p` already added, so that each is keyed once.
+    fn add(
+        &mut self,
+        p: &Pipeline,
+        name: &str,
+        done: &mut BTreeMap<String, String>,
+    ) -> Result<String> {
+        if let Some(merged) = done.get(name) {
+            return Ok(merged.clone());
+        }
         let (i, spec) = p.step(name)?;
         let mut spec = spec.clone();
         // What it reads, by merged names.
@@ -536,35 +536,37 @@ impl Merged {
             if let Some(merged) = x.strip_prefix(SHARED) {
                 *x = merged.to_string();
             } else if p.steps.iter().any(|s| s.name == *x) {
-                *x = self.add(p, x)?;
+                *x = self.add(p, x, done)?;
             }
         }
-        // The settings it runs with: the variant's tables of its stages.
+        // The settings it runs with (the variant's tables of its stages) are part of
+        // its key; it keeps those that differ from the merged pipeline's [config].
         let view = p.for_step(i);
-        spec.config = spec
-            .config_stages()
-            .into_iter()
-            .filter_map(|stage| {
-                let mine = view.config.get(stage)?;
-                (Some(mine) != self.base_config.get(stage))
-                    .then(|| (stage.to_string(), mine.clone()))
-            })
-            .collect();
-        let mut keyed = spec.clone();
-        keyed.name = String::new();
-        keyed.config = spec
+        let tables: BTreeMap<String, toml::Value> = spec
             .config_stages()
             .into_iter()
             .filter_map(|stage| Some((stage.to_string(), view.config.get(stage)?.clone())))
             .collect();
+        let keyed = StepSpec {
+            name: String::new(),
+            config: tables.clone(),
+            ..spec.clone()
+        };
         let text =
             serde_json::to_string(&keyed).map_err(|e| Error::Usage(format!("step {name}: {e}")))?;
-        let key = &pipeline::cli::sha256_hex(text.as_bytes())[..10];
-        let merged_name = format!("{name}-{key}");
+        let merged_name = format!(
+            "{name}-{}",
+            &pipeline::cli::sha256_hex(text.as_bytes())[..10]
+        );
         if self.names.insert(merged_name.clone()) {
             spec.name = merged_name.clone();
+            spec.config = tables
+                .into_iter()
+                .filter(|(stage, t)| self.base_config.get(stage) != Some(t))
+                .collect();
             self.steps.push(spec);
         }
+        done.insert(name.to_string(), merged_name.clone());
         Ok(merged_name)
     }
 }

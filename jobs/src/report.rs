@@ -446,10 +446,10 @@ const COLORS: &[&str] = &[
 /// An ablation's comparison: its variants' figures in a table (mean and spread over the
 /// seeds), each variant's funnel, and the curves of every model on one chart per loss.
 fn ablation_section(storage: &Storage, p: &crate::spec::Pipeline) -> Result<String> {
-    let results = crate::ablate::results(storage, p)?;
     let Some(plan) = &p.ablation else {
         return Ok(String::new());
     };
+    let results = crate::ablate::results(storage, p)?;
     let mut html = String::new();
     let _ = writeln!(
         html,

@@ -68,7 +68,7 @@ fn one() -> usize {
 }
 
 /// One step of a pipeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepSpec {
     /// Names the step and its output folder.
@@ -365,6 +365,7 @@ impl Pipeline {
                 continue;
             }
             let runs = s.config_stages();
+            let view = self.for_step(i);
             for stage in s.config.keys() {
                 if !runs.contains(&stage.as_str()) {
                     return Err(Error::Usage(format!(
@@ -373,7 +374,6 @@ impl Pipeline {
                         runs.join(", ")
                     )));
                 }
-                let view = self.for_step(i);
                 stage_check(stage)?(&view)
                     .map_err(|e| Error::Usage(format!("step {}: {e}", s.name)))?;
             }

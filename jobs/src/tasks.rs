@@ -28,10 +28,14 @@ pub struct Tokenized {
 
 /// Reads a task file; a line that is not an item is an error naming the file and line.
 pub fn read(storage: &Storage, url: &str) -> Result<Vec<Item>> {
-    let bytes = storage.read(&Location::parse(url)?)?;
-    let text = String::from_utf8(bytes).map_err(|e| Error::Input {
+    parse(url, &storage.read(&Location::parse(url)?)?)
+}
+
+/// The items of a task file's bytes (`url` names it in errors).
+pub fn parse(url: &str, bytes: &[u8]) -> Result<Vec<Item>> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Error::Input {
         url: url.to_string(),
-        message: format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
+        message: format!("not UTF-8 at byte {}", e.valid_up_to()),
     })?;
     let mut items = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -71,26 +75,30 @@ pub fn read(storage: &Storage, url: &str) -> Result<Vec<Item>> {
     Ok(items)
 }
 
-/// `context` and `continuation` as lm-eval-harness encodes them (`_encode_pair`): the
-/// context's trailing whitespace moves to the continuation; the continuation is what
-/// encoding both adds to encoding the context. An empty context is the
-/// end-of-document token.
-pub fn encode_pair(
+/// A context and its continuations as lm-eval-harness encodes each pair
+/// (`_encode_pair`): the context's trailing whitespace moves to the continuation; a
+/// continuation is what encoding both adds to encoding the context (encoded once, the
+/// same for every choice). An empty context is the end-of-document token.
+pub fn encode_choices(
     encode: &dyn Fn(&str) -> Result<Vec<u32>>,
     eod: u32,
     context: &str,
-    continuation: &str,
-) -> Result<(Vec<u32>, Vec<u32>)> {
+    choices: &[String],
+) -> Result<(Vec<u32>, Vec<Vec<u32>>)> {
     if context.is_empty() {
-        return Ok((vec![eod], encode(continuation)?));
+        let choices = choices.iter().map(|c| encode(c)).collect::<Result<_>>()?;
+        return Ok((vec![eod], choices));
     }
-    let kept = context.trim_end().len();
-    let (context, moved) = context.split_at(kept);
-    let continuation = format!("{moved}{continuation}");
-    let whole = encode(&format!("{context}{continuation}"))?;
+    let (context, moved) = context.split_at(context.trim_end().len());
     let head = encode(context)?;
-    let cut = head.len().min(whole.len());
-    Ok((head, whole[cut..].to_vec()))
+    let choices = choices
+        .iter()
+        .map(|c| {
+            let whole = encode(&format!("{context}{moved}{c}"))?;
+            Ok(whole[head.len().min(whole.len())..].to_vec())
+        })
+        .collect::<Result<_>>()?;
+    Ok((head, choices))
 }
 
 /// Every item encoded with `encode`.
@@ -102,13 +110,7 @@ pub fn tokenize(
     items
         .iter()
         .map(|item| {
-            let mut context = Vec::new();
-            let mut choices = Vec::new();
-            for c in &item.choices {
-                let (ctx, cont) = encode_pair(encode, eod, &item.context, c)?;
-                context = ctx;
-                choices.push(cont);
-            }
+            let (context, choices) = encode_choices(encode, eod, &item.context, &item.choices)?;
             Ok(Tokenized {
                 context,
                 choices,
@@ -130,20 +132,22 @@ mod tests {
 
     #[test]
     fn pairs_are_split_as_lm_eval_harness_splits_them() {
-        let (ctx, cont) = encode_pair(&chars, 0, "Q: sky? A: ", "blue").expect("pair");
-        // The context's trailing space goes with the continuation.
-        assert_eq!(ctx, chars("Q: sky? A:").expect("ids"));
-        assert_eq!(cont, chars(" blue").expect("ids"));
-        let (ctx, cont) = encode_pair(&chars, 7, "", "blue").expect("pair");
-        assert_eq!((ctx, cont), (vec![7], chars("blue").expect("ids")));
-        // Every choice shares the context.
+        let ids = |t: &str| chars(t).expect("ids");
+        let (ctx, conts) =
+            encode_choices(&chars, 0, "Q: sky? A: ", &["blue".into(), "red".into()]).expect("pair");
+        // The context's trailing space goes with each continuation.
+        assert_eq!(ctx, ids("Q: sky? A:"));
+        assert_eq!(conts, vec![ids(" blue"), ids(" red")]);
+        let (ctx, conts) = encode_choices(&chars, 7, "", &["blue".into()]).expect("pair");
+        assert_eq!((ctx, conts), (vec![7], vec![ids("blue")]));
         let items = vec![Item {
             context: "2+2=".into(),
             choices: vec!["4".into(), "22".into()],
             gold: 0,
         }];
         let t = tokenize(&items, &chars, 0).expect("tokenize");
-        assert_eq!(t[0].context, chars("2+2=").expect("ids"));
+        assert_eq!(t[0].context, ids("2+2="));
+        assert_eq!(t[0].choices, vec![ids("4"), ids("22")]);
         assert_eq!(t[0].choice_bytes, vec![1, 2]);
     }
 

@@ -51,9 +51,10 @@ pub fn train(
         url: manifest.to_string(),
         message: format!("the train phase reads a tokens step's output: {e}"),
     })?;
-    // Multiple-choice tasks go to the trainer tokenized, with the shards' tokenizer.
+    // Multiple-choice tasks go to the trainer tokenized, with the shards' tokenizer
+    // (named by the manifest, hashed with it): the run file names the tokenized copies.
     let mut table = table.clone();
-    let tasks = tokenized_tasks(storage, opts, &mut table)?;
+    let tasks = task_files(storage, opts, &mut table)?;
     let table = &table;
     let text = toml::to_string(table).map_err(|e| Error::Config {
         url: "[config.train]".into(),
@@ -75,8 +76,8 @@ pub fn train(
             })?);
         }
     }
-    for (_, bytes) in &tasks {
-        hashed.extend(bytes);
+    for task in &tasks {
+        hashed.extend(&task.source);
     }
     let hash = pipeline::cli::sha256_hex(&hashed);
     let marker_loc = marker_location(&opts.output, STEM);
@@ -90,9 +91,7 @@ pub fn train(
         tracing::info!(output = %opts.output, "would train");
         return Ok(Report::default());
     }
-    for (loc, bytes) in &tasks {
-        storage.put(loc, bytes)?;
-    }
+    write_tokenized(storage, opts, &tasks)?;
     let run_file = opts.output.join(RUN_FILE);
     // Every rank's process writes the same run file: none reads it before its own put.
     storage.put(&run_file, text.as_bytes())?;
@@ -157,23 +156,51 @@ pub fn train(
     })
 }
 
-/// The run file's `eval_tasks` (name → a task's JSONL) tokenized with the tokenizer of
-/// the shards at `opts.input`: each becomes `<output>/_tasks/<name>.json`, which the
-/// run file then names. Returns those files and their bytes (written when the step
-/// runs; part of its hash).
-fn tokenized_tasks(
+/// A multiple-choice task of the run file: its JSONL's bytes, and where its tokenized
+/// copy goes (`<output>/_tasks/<name>.json`).
+struct TaskFile {
+    name: String,
+    url: String,
+    source: Vec<u8>,
+    tokenized: Location,
+}
+
+/// The run file's `eval_tasks` (name → a task's JSONL), each read once, and the run
+/// file changed to name their tokenized copies.
+fn task_files(
     storage: &Storage,
     opts: &RunOptions,
     table: &mut toml::Value,
-) -> Result<Vec<(Location, Vec<u8>)>> {
+) -> Result<Vec<TaskFile>> {
     let Some(tasks) = table
         .get_mut("eval_tasks")
         .and_then(toml::Value::as_table_mut)
     else {
         return Ok(Vec::new());
     };
+    let mut out = Vec::new();
+    for (name, url) in tasks.iter_mut() {
+        let source = url.as_str().ok_or_else(|| Error::Config {
+            url: "[config.train]".into(),
+            message: format!("eval_tasks.{name}: give the address of a task's JSONL"),
+        })?;
+        let file = TaskFile {
+            name: name.clone(),
+            url: source.to_string(),
+            source: storage.read(&Location::parse(source)?)?,
+            tokenized: opts.output.join(&format!("_tasks/{name}.json")),
+        };
+        *url = toml::Value::String(file.tokenized.to_string());
+        out.push(file);
+    }
+    Ok(out)
+}
+
+/// Writes each task tokenized with the tokenizer of the shards at `opts.input` (the
+/// trainer's `tasks::TaskSet`), loading it only when there are tasks.
+fn write_tokenized(storage: &Storage, opts: &RunOptions, tasks: &[TaskFile]) -> Result<()> {
     if tasks.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let manifest = pipeline::tokens::read_manifest(storage, &opts.input)?;
     let loaded = tokenize::Loaded::read(
@@ -190,21 +217,14 @@ fn tokenized_tasks(
             .map_err(|e| Error::Usage(format!("encoding a task with {}: {e}", loaded.url)))?;
         Ok(ids)
     };
-    let mut out = Vec::new();
-    for (name, url) in tasks.iter_mut() {
-        let source = url.as_str().ok_or_else(|| Error::Config {
-            url: "[config.train]".into(),
-            message: format!("eval_tasks.{name}: give the address of a task's JSONL"),
-        })?;
-        let items = crate::tasks::read(storage, source)?;
+    for task in tasks {
+        let items = crate::tasks::parse(&task.url, &task.source)?;
         let tokenized = crate::tasks::tokenize(&items, &encode, loaded.eod)?;
         let bytes = serde_json::to_vec(&serde_json::json!({ "items": tokenized }))
-            .map_err(|e| Error::Usage(format!("task {name}: {e}")))?;
-        let loc = opts.output.join(&format!("_tasks/{name}.json"));
-        *url = toml::Value::String(loc.to_string());
-        out.push((loc, bytes));
+            .map_err(|e| Error::Usage(format!("task {}: {e}", task.name)))?;
+        storage.put(&task.tokenized, &bytes)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Before a task's name in a train step's values: its last accuracies.

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use jobs::ablate::mean_spread;
 use serde_json::Value;
 
 use super::{mill, ok, root};
@@ -172,15 +173,6 @@ fn losses(results: &Value, variant: &str) -> Vec<f64> {
         .collect()
 }
 
-fn spread(x: &[f64]) -> f64 {
-    x.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-        - x.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
 #[test]
 fn planted_contrast_is_found_and_reruns_give_the_same_losses() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -189,9 +181,10 @@ fn planted_contrast_is_found_and_reruns_give_the_same_losses() {
     let (clean, noisy) = (losses(&first, "clean"), losses(&first, "noisy"));
     eprintln!("reference loss: clean {clean:?}, noisy {noisy:?}");
     assert_eq!((clean.len(), noisy.len()), (2, 2));
-    let margin = mean(&noisy) - mean(&clean);
+    let stats = |x: &[f64]| mean_spread(x.iter().map(|&v| Some(v))).expect("losses");
+    let ((clean_mean, clean_spread), (noisy_mean, noisy_spread)) = (stats(&clean), stats(&noisy));
     assert!(
-        margin > spread(&clean).max(spread(&noisy)),
+        noisy_mean - clean_mean > clean_spread.max(noisy_spread),
         "noisy {noisy:?} should be worse than clean {clean:?} by more than the seeds' spread"
     );
     // Every model was scored on the task; the clean models do better.
@@ -213,7 +206,7 @@ fn planted_contrast_is_found_and_reruns_give_the_same_losses() {
         acc("clean"),
         acc("noisy")
     );
-    assert!(mean(&acc("clean")) >= mean(&acc("noisy")));
+    assert!(stats(&acc("clean")).0 >= stats(&acc("noisy")).0);
     // Every model trained to the budget: 61,440 tokens of 512 a step.
     for v in first.as_array().expect("variants") {
         for s in v["seeds"].as_array().expect("seeds") {
@@ -429,22 +422,7 @@ fn an_ablation_goes_to_every_engine_its_models_on_gpus() {
     )
     .expect("ablation");
     let out = dir.path().join("jobs");
-    for engine in ["aws-batch", "k8s", "slurm"] {
-        ok(
-            mill(&[
-                "submit",
-                &file.to_string_lossy(),
-                "--engine",
-                engine,
-                "--dry-run",
-                "--out",
-                &out.to_string_lossy(),
-            ])
-            .output()
-            .expect("dry run"),
-            "mill submit --dry-run of an ablation",
-        );
-    }
+    super::submit::dry_runs(&file.to_string_lossy(), &out);
     let checked = super::submit::check_schemas(&out);
     assert!(
         checked.status.success(),

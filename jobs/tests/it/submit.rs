@@ -345,7 +345,7 @@ pub(super) fn check_schemas(dir: &Path) -> std::process::Output {
 }
 
 /// `mill submit --dry-run --out <dir>/jobs` for every engine.
-fn dry_runs(f: &str, out: &Path) {
+pub(super) fn dry_runs(f: &str, out: &Path) {
     for engine in ["aws-batch", "k8s", "slurm"] {
         let printed = ok(
             mill(&[
