@@ -5,7 +5,8 @@
 #   1. fastText: a classifier trained by `mill-classify train` with DCLM's settings
 #      (WCXB's article pages against its other page types); its scores against
 #      fastText's own predict(k=-1) on every text; then its speed on one core next to
-#      datatrove's FastTextClassifierFilter, the same model and texts.
+#      datatrove's FastTextClassifierFilter, the same model and texts, with the fastText
+#      build datatrove declares (fasttext-numpy2-wheel) and with fasttext-predict.
 #   2. Transformers: four random-weight models transformers makes (BERT and XLM-R,
 #      regression and two labels) scored on every text by mill-classify and by
 #      transformers; then a BERT-base regression model (FineWeb-Edu's classifier's
@@ -38,20 +39,48 @@ $bin --input "$work/in" --output "$work/scored-ft" --config "$work/fasttext.toml
 python3 scripts/bench_classify.py parity "$work/model/model.bin" "$work/texts.jsonl" "$work/scored-ft" cc hq
 # Speed: the texts four times over, one core each; ours is the classify stage's time
 # from its marker, theirs the filter's loop (model loads left out on both sides).
+# datatrove runs with the fastText build it declares (fasttext-numpy2-wheel, in a venv
+# of its own: it is also a `fasttext` module) and with fasttext-predict (the tests'),
+# the faster of the two builds of fastText's C++ predict. Three rounds, alternated.
+dt_venv=.cache/datatrove-venv
+if ! "$dt_venv/bin/python" -c "import datatrove, fasttext.FastText" 2>/dev/null; then
+  python3 -m venv "$dt_venv"
+  "$dt_venv/bin/pip" install --quiet --disable-pip-version-check "datatrove[processing]==0.10.1" fasttext-numpy2-wheel==0.9.2
+fi
+# The text as datatrove gives it to the model (`newline_replacement=" "`: newlines to
+# spaces), on both sides.
+printf '[[classifier]]\nname = "q"\nkind = "fasttext"\nmodel = "%s"\nlabel = "hq"\nall_labels = true\ntext = "newlines"\n' \
+  "$work/model/model.bin" >"$work/fasttext-speed.toml"
 rm -rf "$work/in4" && mkdir -p "$work/in4"
 for k in 0 1 2 3; do cp "$work/texts.jsonl" "$work/in4/texts-$k.jsonl"; done
-rm -rf "$work/scored-ft4"
-taskset -c 0 $bin --input "$work/in4" --output "$work/scored-ft4" --config "$work/fasttext.toml" --threads 1 --log-format json >/dev/null
-python3 - "$work/scored-ft4" <<'PY'
+: >"$work/speed.jsonl"
+for round in 1 2 3; do
+  rm -rf "$work/scored-ft4"
+  taskset -c 0 $bin --input "$work/in4" --output "$work/scored-ft4" --config "$work/fasttext-speed.toml" --threads 1 --log-format json >/dev/null
+  python3 - "$work/scored-ft4" "$round" >>"$work/speed.jsonl" <<'PY'
 import glob, json, sys
 docs = secs = 0
 for m in glob.glob(sys.argv[1] + "/_done/*.json"):
     s = json.load(open(m))["stats"]
     docs += s["docs_in"]
     secs += dict(s["stage_seconds"])["classify"]
-print(json.dumps({"ours_documents": docs, "ours_classify_seconds": secs, "ours_docs_per_second": docs / secs}))
+print(json.dumps({"round": int(sys.argv[2]), "side": "mill-classify", "documents": docs, "cpu_seconds": secs, "docs_per_second": docs / secs}))
 PY
-taskset -c 0 python3 scripts/bench_classify.py datatrove "$work/model/model.bin" "$work/texts.jsonl" 4
+  for py in "$dt_venv/bin/python" python3; do
+    taskset -c 0 "$py" scripts/bench_classify.py datatrove "$work/model/model.bin" "$work/texts.jsonl" 4 |
+      python3 -c "import json,sys; r=json.load(sys.stdin); r.update(round=$round, side='datatrove ' + r['fasttext']); print(json.dumps(r))" >>"$work/speed.jsonl"
+  done
+done
+python3 - "$work/speed.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("| round | mill-classify docs/s | datatrove (fasttext-numpy2-wheel) docs/s | ratio | datatrove (fasttext-predict) docs/s | ratio |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+for r in sorted({x["round"] for x in rows}):
+    by = {x["side"]: x["docs_per_second"] for x in rows if x["round"] == r}
+    ours, wheel, pred = by["mill-classify"], by["datatrove fasttext-numpy2-wheel"], by["datatrove fasttext-predict"]
+    print(f"| {r} | {ours:,.0f} | {wheel:,.0f} | {ours / wheel:.1f}x | {pred:,.0f} | {ours / pred:.1f}x |")
+PY
 fi
 [ "${ONLY:-transformers}" = transformers ] || exit 0
 

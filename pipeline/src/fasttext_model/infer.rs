@@ -75,6 +75,7 @@ impl FastMod {
 /// The bytes of 8 that fastText's reader splits words at (ASCII whitespace: space,
 /// `\t`, `\n`, `\v`, `\f`, `\r`; and NUL), as the top bit of each byte: exact byte
 /// tests without carries between bytes (each sum stays under 256).
+#[cfg(not(target_arch = "x86_64"))]
 fn delimiters8(x: u64) -> u64 {
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const TOP: u64 = 0x8080_8080_8080_8080;
@@ -87,41 +88,79 @@ fn delimiters8(x: u64) -> u64 {
 }
 
 /// The positions where words start and end (alternately, from a start; an end is
-/// the position after the word) in a text split at [`delimiters8`]'s bytes: 64 bytes
+/// the position after the word) in a text split at [`delimiters64`]'s bytes: 64 bytes
 /// become a mask, and each change between a word byte and a delimiter is a bit.
 fn word_edges(text: &[u8]) -> Vec<u32> {
     let mut edges = Vec::with_capacity(text.len() / 3 + 2);
     let mut inside = 0u64;
     let mut tail = [0u8; 64];
+    // A block's edges (at most 64) are written here, then appended at once.
+    let mut found = [0u32; 64];
     for (b, block) in text.chunks(64).enumerate() {
-        let block = match block.len() {
-            64 => block,
-            n => {
+        let block: &[u8; 64] = match block.try_into() {
+            Ok(block) => block,
+            Err(_) => {
                 // NUL pads the last block: delimiters, so a word at the end ends there.
-                tail[..n].copy_from_slice(block);
-                &tail[..]
+                tail[..block.len()].copy_from_slice(block);
+                &tail
             }
         };
-        let mut delimiters = 0u64;
-        for (i, chunk) in block.chunks_exact(8).enumerate() {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(chunk);
-            let top = delimiters8(u64::from_le_bytes(x)) >> 7;
-            delimiters |= (top.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
-        }
-        let word = !delimiters;
+        let word = !delimiters64(block);
         let mut changes = word ^ ((word << 1) | inside);
         inside = word >> 63;
         let base = (b * 64) as u32;
+        let mut n = 0;
         while changes != 0 {
-            edges.push(base + changes.trailing_zeros());
+            found[n & 63] = base + changes.trailing_zeros();
+            n += 1;
             changes &= changes - 1;
         }
+        edges.extend_from_slice(&found[..n.min(64)]);
     }
     if inside == 1 {
         edges.push(text.len() as u32);
     }
     edges
+}
+
+/// Bit `i` set where `block[i]` is one of fastText's delimiters (space, `\t` to `\r`,
+/// NUL), 16 bytes at a time (SSE2, which every x86-64 has).
+#[cfg(target_arch = "x86_64")]
+fn delimiters64(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8, _mm_setzero_si128, _mm_sub_epi8,
+    };
+    let mut mask = 0u64;
+    for i in 0..4 {
+        // SAFETY: SSE2 is part of every x86-64 target, and the load reads the 16 bytes
+        // at `16 * i` of the 64 of `block`.
+        #[allow(unsafe_code)]
+        let m = unsafe {
+            let x = _mm_loadu_si128(block.as_ptr().add(16 * i).cast());
+            let space = _mm_cmpeq_epi8(x, _mm_set1_epi8(0x20));
+            let nul = _mm_cmpeq_epi8(x, _mm_setzero_si128());
+            // `\t` to `\r` are 9 to 13: less 9, at most 4 (unsigned).
+            let c = _mm_sub_epi8(x, _mm_set1_epi8(9));
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(c, _mm_set1_epi8(4)), c);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(space, nul), control)) as u16
+        };
+        mask |= u64::from(m) << (16 * i);
+    }
+    mask
+}
+
+/// [`delimiters8`] over a block of 64 bytes, where SSE2 is not there.
+#[cfg(not(target_arch = "x86_64"))]
+fn delimiters64(block: &[u8; 64]) -> u64 {
+    let mut delimiters = 0u64;
+    for (i, chunk) in block.chunks_exact(8).enumerate() {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(chunk);
+        let top = delimiters8(u64::from_le_bytes(x)) >> 7;
+        delimiters |= (top.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
+    }
+    delimiters
 }
 
 fn memchr_newline(line: &[u8]) -> Option<usize> {
@@ -287,18 +326,34 @@ struct ShortWords {
     shift: u32,
 }
 
+/// 32 bytes, aligned: a slot never spans two cache lines.
 #[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
 struct ShortSlot {
     lo: u64,
     hi: u64,
     hash: u32,
     /// The word's input row, or [`ShortSlot::EMPTY`] or [`ShortSlot::LABEL`].
     row: u32,
+    /// For a projection of two labels, the word's row in it (read with the slot,
+    /// not from the table); else 0.
+    value: f32,
 }
 
 impl ShortSlot {
     const EMPTY: u32 = u32::MAX;
     const LABEL: u32 = u32::MAX - 1;
+}
+
+/// A word of a line as [`Predictor::short_rows`] looks it up: its bytes (zero for a
+/// word longer than [`ShortWords::MAX`]), its first slot and its span (`u32::MAX`
+/// twice for the `</s>` the reader adds).
+struct ShortKey {
+    lo: u64,
+    hi: u64,
+    at: u32,
+    start: u32,
+    end: u32,
 }
 
 /// `MASKS[n]` keeps the first `n` bytes of a little-endian word of 8.
@@ -346,7 +401,8 @@ impl ShortWords {
         (k >> self.shift) as usize
     }
 
-    fn new(vocab: &Vocab) -> ShortWords {
+    /// `values`: a projection of two labels, by row (the words' rows come first).
+    fn new(vocab: &Vocab, values: Option<&[f32]>) -> ShortWords {
         let held = vocab
             .spans
             .iter()
@@ -360,6 +416,7 @@ impl ShortWords {
                     hi: 0,
                     hash: 0,
                     row: ShortSlot::EMPTY,
+                    value: 0.0,
                 };
                 cap
             ],
@@ -385,6 +442,7 @@ impl ShortWords {
                 } else {
                     id as u32
                 },
+                value: values.and_then(|v| v.get(id)).copied().unwrap_or(0.0),
             };
         }
         table
@@ -1034,7 +1092,7 @@ impl Predictor {
     /// newlines are spaces) or by a word that is `</s>`; `whole` adds the `</s>` a
     /// line without one ends with. `None` spans stand for the `</s>` the reader adds.
     /// The bytes are classified 64 at a time ([`word_edges`]).
-    fn line_words(line: &[u8], whole: bool, words: &mut Vec<Option<(u32, u32)>>) {
+    fn line_words(line: &[u8], whole: bool, mut word: impl FnMut(Option<(u32, u32)>)) {
         // Not whole: the line ends at its first newline, which brings `</s>`.
         let cut = if whole { None } else { memchr_newline(line) };
         let (text, newline) = match cut {
@@ -1045,18 +1103,20 @@ impl Predictor {
         // A word `</s>` ends the line: looked for word by word only in a text that holds
         // those bytes.
         if memchr::memmem::find(text, EOS).is_none() {
-            words.extend(edges.chunks_exact(2).map(|p| Some((p[0], p[1]))));
+            for pair in edges.chunks_exact(2) {
+                word(Some((pair[0], pair[1])));
+            }
         } else {
             for pair in edges.chunks_exact(2) {
                 let (s, e) = (pair[0], pair[1]);
-                words.push(Some((s, e)));
+                word(Some((s, e)));
                 if &text[s as usize..e as usize] == EOS {
                     return;
                 }
             }
         }
         if whole || newline {
-            words.push(None);
+            word(None);
         }
     }
 
@@ -1067,7 +1127,7 @@ impl Predictor {
     /// a time.
     fn line_rows(&self, line: &[u8], whole: bool, add: &mut dyn FnMut(u32)) {
         let mut words: Vec<Option<(u32, u32)>> = Vec::with_capacity(line.len() / 4 + 2);
-        Self::line_words(line, whole, &mut words);
+        Self::line_words(line, whole, |w| words.push(w));
         let word = |w: Option<(u32, u32)>| match w {
             Some((s, e)) => &line[s as usize..e as usize],
             None => EOS,
@@ -1138,40 +1198,75 @@ impl Predictor {
     /// is probed, so the reads overlap. With word bigrams, a bigram's row comes right
     /// after its second word's (not after every word's, as fastText orders them), so
     /// that its read overlaps the next lookups; other word n-grams come at the end.
-    fn short_rows(&self, short: &ShortWords, line: &[u8], whole: bool, mut add: impl FnMut(u32)) {
-        let mut words: Vec<Option<(u32, u32)>> = Vec::with_capacity(line.len() / 4 + 2);
-        Self::line_words(line, whole, &mut words);
-        let keys: Vec<(u64, u64, usize)> = words
-            .iter()
-            .map(|&w| {
-                let (lo, hi) = match w {
-                    Some((s, e)) if (e - s) as usize <= ShortWords::MAX => {
+    ///
+    /// With `VALUES` (a projection of two labels, whose slots hold the words'
+    /// values), the short words' values are summed here instead of their rows given to
+    /// `add`: returns their sum and count (else zeros).
+    fn short_rows<const VALUES: bool>(
+        &self,
+        short: &ShortWords,
+        line: &[u8],
+        whole: bool,
+        mut add: impl FnMut(u32),
+    ) -> (f64, usize) {
+        let (mut values, mut counted) = (0f64, 0usize);
+        // The n-gram rows are the buckets' (after the words') unless pruned.
+        let every_bucket = matches!(self.prune, Prune::All);
+        let nwords = self.nwords as u32;
+        // Each word's bytes and first slot, as it is split; `</s>` is the span
+        // `(u32::MAX, u32::MAX)`.
+        let mut keys: Vec<ShortKey> = Vec::with_capacity(line.len() / 4 + 2);
+        Self::line_words(line, whole, |w| {
+            let key = match w {
+                Some((s, e)) => {
+                    let (lo, hi) = if (e - s) as usize <= ShortWords::MAX {
                         ShortWords::bytes_of(line, s as usize, (e - s) as usize)
-                    }
-                    // Longer words are found through the vocabulary.
-                    Some(_) => (0, 0),
-                    None => ShortWords::bytes_of(EOS, 0, EOS.len()),
-                };
-                (lo, hi, short.first(lo, hi))
-            })
-            .collect();
-        let first: Vec<ShortSlot> = keys.iter().map(|&(_, _, at)| short.slots[at]).collect();
+                    } else {
+                        // Longer words are found through the vocabulary.
+                        (0, 0)
+                    };
+                    (lo, hi, s, e)
+                }
+                None => {
+                    let (lo, hi) = ShortWords::bytes_of(EOS, 0, EOS.len());
+                    (lo, hi, u32::MAX, u32::MAX)
+                }
+            };
+            keys.push(ShortKey {
+                lo: key.0,
+                hi: key.1,
+                at: short.first(key.0, key.1) as u32,
+                start: key.2,
+                end: key.3,
+            });
+        });
+        let first: Vec<ShortSlot> = keys.iter().map(|k| short.slots[k.at as usize]).collect();
         let bigrams = self.word_ngrams == 2 && self.bucket > 0;
         let mut word_hashes: Vec<i32> = Vec::new();
         let mut previous: Option<i32> = None;
-        for ((&w, &(lo, hi, at)), &slot) in words.iter().zip(&keys).zip(&first) {
-            let word = match w {
-                Some((s, e)) => &line[s as usize..e as usize],
-                None => EOS,
+        for (key, &slot) in keys.iter().zip(&first) {
+            let word = || match key.start {
+                u32::MAX => EOS,
+                s => &line[s as usize..key.end as usize],
             };
-            let (row, h) = if word.len() <= ShortWords::MAX {
+            let (lo, hi, at) = (key.lo, key.hi, key.at as usize);
+            let h = if key.end.wrapping_sub(key.start) as usize <= ShortWords::MAX {
                 match short.find_from(lo, hi, at, slot) {
                     Some(found) if found.row == ShortSlot::LABEL => continue,
-                    Some(found) => (Some(found.row), found.hash),
-                    None if self.vocab.is_label(None, word) => continue,
-                    None => (None, hash(word)),
+                    Some(found) => {
+                        if VALUES {
+                            values += f64::from(found.value);
+                            counted += 1;
+                        } else {
+                            add(found.row);
+                        }
+                        found.hash
+                    }
+                    None if self.vocab.is_label(None, word()) => continue,
+                    None => hash(word()),
                 }
             } else {
+                let word = word();
                 let h = hash(word);
                 let id =
                     self.vocab
@@ -1179,17 +1274,20 @@ impl Predictor {
                 if self.vocab.is_label(id, word) {
                     continue;
                 }
-                (id.map(|id| id as u32), h)
+                if let Some(id) = id {
+                    add(id as u32);
+                }
+                h
             };
-            if let Some(row) = row {
-                add(row);
-            }
             if bigrams {
                 if let Some(p) = previous {
                     let g = (p as i64 as u64)
                         .wrapping_mul(116_049_371)
                         .wrapping_add(h as i32 as i64 as u64);
-                    if let Some(row) = self.ngram_row(self.bucket_mod.rem(g) as u32) {
+                    let bucket = self.bucket_mod.rem(g) as u32;
+                    if every_bucket {
+                        add(nwords + bucket);
+                    } else if let Some(row) = self.ngram_row(bucket) {
                         add(row);
                     }
                 }
@@ -1199,6 +1297,7 @@ impl Predictor {
             }
         }
         self.word_ngram_rows(&word_hashes, &mut add);
+        (values, counted)
     }
 
     /// Whether [`Predictor::project`] can serve this model: a softmax output layer (its
@@ -1252,7 +1351,8 @@ impl Predictor {
         self.projection = Some(table);
         self.input = Vec::new();
         if self.maxn == 0 {
-            self.short = Some(ShortWords::new(&self.vocab));
+            let values = self.projection.as_deref().filter(|_| labels == 2);
+            self.short = Some(ShortWords::new(&self.vocab, values));
         }
         true
     }
@@ -1264,19 +1364,26 @@ impl Predictor {
         // The rows first, then their sums: loads of rows known in advance overlap,
         // where rows read between word lookups wait on memory one by one.
         let mut rows: Vec<u32> = Vec::with_capacity(line.len() / 2);
-        match &self.short {
-            Some(short) => self.short_rows(short, line, whole, |row| rows.push(row)),
-            None => self.line_rows(line, whole, &mut |row: u32| rows.push(row)),
-        }
-        let count = rows.len();
+        let (values, counted) = match &self.short {
+            Some(short) if labels == 2 => {
+                self.short_rows::<true>(short, line, whole, |row| rows.push(row))
+            }
+            Some(short) => self.short_rows::<false>(short, line, whole, |row| rows.push(row)),
+            None => {
+                self.line_rows(line, whole, &mut |row: u32| rows.push(row));
+                (0f64, 0)
+            }
+        };
+        let count = rows.len() + counted;
         if count == 0 {
             return None;
         }
         let mut sums = vec![0f64; labels];
         if labels == 2 {
-            // The rows hold the second label's logit less the first's: four sums, so that
-            // the additions do not wait on each other.
-            let mut acc = [0f64; 4];
+            // The rows hold the second label's logit less the first's (the short words'
+            // values are summed already): four sums, so that the additions do not wait
+            // on each other.
+            let mut acc = [values, 0f64, 0f64, 0f64];
             let chunks = rows.chunks_exact(4);
             let rest = chunks.remainder();
             for four in chunks {
@@ -1734,7 +1841,7 @@ mod tests {
                 let mut want = Vec::new();
                 p.line_rows(line, whole, &mut |r| want.push(r));
                 let mut got = Vec::new();
-                p.short_rows(short, line, whole, |r| got.push(r));
+                p.short_rows::<false>(short, line, whole, |r| got.push(r));
                 // The same rows; bigrams' rows come beside their words'.
                 want.sort_unstable();
                 got.sort_unstable();
@@ -1767,15 +1874,17 @@ mod tests {
         let delimiter = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0);
         // Every byte at every place, beside word bytes and beside delimiters.
         for b in 0..=255u8 {
-            for at in 0..8 {
+            for at in 0..64 {
                 for other in [b'a', 0xff, b' ', 0] {
-                    let mut x = [other; 8];
+                    let mut x = [other; 64];
                     x[at] = b;
-                    let got = delimiters8(u64::from_le_bytes(x));
+                    let got = delimiters64(&x);
                     for (i, &y) in x.iter().enumerate() {
-                        let bit = got >> (8 * i) & 0xff;
-                        assert_eq!(bit == 0x80, delimiter(y), "{x:?} at {i}");
-                        assert!(bit == 0 || bit == 0x80, "{x:?} at {i}");
+                        assert_eq!(
+                            got >> i & 1 == 1,
+                            delimiter(y),
+                            "{b} at {at} beside {other}: {i}"
+                        );
                     }
                 }
             }
