@@ -47,8 +47,15 @@ pub(super) fn list(root: &Path) -> Result<Vec<ObjectMeta>> {
     }
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
+    // What another process deletes while this lists it (a phase's rounds cleared by
+    // the task that finished them) is left out, as an object store's listing would.
+    let gone = |e: &io::Error| e.kind() == io::ErrorKind::NotFound;
     while let Some((dir, prefix)) = stack.pop() {
-        let entries = fs::read_dir(&dir).map_err(|e| Error::io("listing", loc(&dir), e))?;
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(Error::io("listing", loc(&dir), e)),
+        };
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("listing", loc(&dir), e))?;
             let name = entry.file_name();
@@ -67,7 +74,11 @@ pub(super) fn list(root: &Path) -> Result<Vec<ObjectMeta>> {
             } else {
                 format!("{prefix}/{name}")
             };
-            let md = fs::metadata(&path).map_err(|e| Error::io("listing", loc(&path), e))?;
+            let md = match fs::metadata(&path) {
+                Ok(md) => md,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(Error::io("listing", loc(&path), e)),
+            };
             if md.is_dir() {
                 stack.push((path, relative));
             } else if md.is_file() {
