@@ -1210,34 +1210,29 @@ impl Predictor {
         mut add: impl FnMut(u32),
     ) -> (f64, usize) {
         let (mut values, mut counted) = (0f64, 0usize);
-        // The n-gram rows are the buckets' (after the words') unless pruned.
-        let every_bucket = matches!(self.prune, Prune::All);
-        let nwords = self.nwords as u32;
         // Each word's bytes and first slot, as it is split; `</s>` is the span
         // `(u32::MAX, u32::MAX)`.
         let mut keys: Vec<ShortKey> = Vec::with_capacity(line.len() / 4 + 2);
         Self::line_words(line, whole, |w| {
-            let key = match w {
-                Some((s, e)) => {
-                    let (lo, hi) = if (e - s) as usize <= ShortWords::MAX {
-                        ShortWords::bytes_of(line, s as usize, (e - s) as usize)
-                    } else {
-                        // Longer words are found through the vocabulary.
-                        (0, 0)
-                    };
-                    (lo, hi, s, e)
-                }
-                None => {
-                    let (lo, hi) = ShortWords::bytes_of(EOS, 0, EOS.len());
-                    (lo, hi, u32::MAX, u32::MAX)
-                }
+            let ((lo, hi), (start, end)) = match w {
+                Some((s, e)) if (e - s) as usize <= ShortWords::MAX => (
+                    ShortWords::bytes_of(line, s as usize, (e - s) as usize),
+                    (s, e),
+                ),
+                // Longer words are found through the vocabulary.
+                Some(span) => ((0, 0), span),
+                None => (
+                    ShortWords::bytes_of(EOS, 0, EOS.len()),
+                    (u32::MAX, u32::MAX),
+                ),
             };
+            let at = short.first(lo, hi) as u32;
             keys.push(ShortKey {
-                lo: key.0,
-                hi: key.1,
-                at: short.first(key.0, key.1) as u32,
-                start: key.2,
-                end: key.3,
+                lo,
+                hi,
+                at,
+                start,
+                end,
             });
         });
         let first: Vec<ShortSlot> = keys.iter().map(|k| short.slots[k.at as usize]).collect();
@@ -1284,10 +1279,7 @@ impl Predictor {
                     let g = (p as i64 as u64)
                         .wrapping_mul(116_049_371)
                         .wrapping_add(h as i32 as i64 as u64);
-                    let bucket = self.bucket_mod.rem(g) as u32;
-                    if every_bucket {
-                        add(nwords + bucket);
-                    } else if let Some(row) = self.ngram_row(bucket) {
+                    if let Some(row) = self.ngram_row(self.bucket_mod.rem(g) as u32) {
                         add(row);
                     }
                 }
