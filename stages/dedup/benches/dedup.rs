@@ -1,9 +1,29 @@
-//! Kernels of the signature phase: normalisation, shingling and MinHash of one document.
+//! Kernels of the signature phase: normalisation, shingling and MinHash of one document,
+//! and a document's whole signature (normalised, cut into 5-grams, hashed and signed,
+//! FineWeb's 14 bands of 8) over real texts: `TOKENMILL_BENCH_TEXTS`, a JSONL of
+//! `{"text": ...}` (scripts/bench-classify.sh leaves the WCXB and Dragnet texts so),
+//! else the classify fixtures' texts.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dedup::Shingles;
 use dedup::minhash::MinHasher;
-use dedup::normalize::normalize;
+use dedup::normalize::{normalize, normalize_into};
+
+fn texts() -> Vec<String> {
+    let path = std::env::var("TOKENMILL_BENCH_TEXTS").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/classify/positives.jsonl"
+        )
+        .to_string()
+    });
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .collect()
+}
 
 fn text() -> String {
     let words = [
@@ -48,6 +68,31 @@ fn bench(c: &mut Criterion) {
     g.bench_function("normalize_1000_words", |b| b.iter(|| normalize(&t)));
     g.bench_function("minhash_14x8_1000_words", |b| {
         b.iter(|| m.band_hashes(&n, Shingles::Words, 5))
+    });
+    g.finish();
+
+    let texts = texts();
+    let mut g = c.benchmark_group("signatures");
+    g.throughput(Throughput::Bytes(
+        texts.iter().map(|t| t.len() as u64).sum(),
+    ));
+    let mut scratch = String::new();
+    g.bench_function(format!("normalize {} texts", texts.len()), |b| {
+        b.iter(|| {
+            for t in &texts {
+                normalize_into(t, &mut scratch);
+            }
+        })
+    });
+    g.bench_function(format!("sign {} texts", texts.len()), |b| {
+        b.iter(|| {
+            let mut signed = 0;
+            for t in &texts {
+                normalize_into(t, &mut scratch);
+                signed += m.band_hashes(&scratch, Shingles::Words, 5).is_some() as usize;
+            }
+            signed
+        })
     });
     g.finish();
 }

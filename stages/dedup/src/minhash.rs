@@ -92,8 +92,8 @@ impl MinHasher {
         if hashes.is_empty() {
             return None;
         }
-        hashes.sort_unstable();
-        hashes.dedup();
+        // Repeated shingles are kept: a minimum is the same over a set and over any
+        // list of its members, so leaving them costs less than sorting them out.
         Some(self.bands_of(&self.minima(&hashes)))
     }
 
@@ -201,6 +201,24 @@ mod tests {
                 assert_eq!(v, portable);
             }
         }
+    }
+
+    /// Repeated shingles leave the bands as they are: the minima over a list are those
+    /// over its set.
+    #[test]
+    fn repeated_shingles_give_the_bands_of_their_set() {
+        let m = MinHasher::new(14, 8, 5);
+        let t = normalize("one two three four five six one two three four five six seven");
+        let mut set = Vec::new();
+        for_each_shingle(&t, Shingles::Words, 5, |h| set.push(h));
+        let listed = set.len();
+        set.sort_unstable();
+        set.dedup();
+        assert!(set.len() < listed, "the text repeats a shingle");
+        assert_eq!(
+            m.band_hashes(&t, Shingles::Words, 5),
+            Some(m.bands_of(&m.minima(&set)))
+        );
     }
 
     #[test]

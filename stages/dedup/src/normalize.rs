@@ -25,34 +25,85 @@ use xxhash_rust::xxh3::{xxh3_64_with_seed, xxh3_128_with_seed};
 /// before a non-ASCII one (which may be a combining mark that composes with it: `e` and
 /// U+0301) goes to the full path with the non-ASCII run after it.
 pub fn normalize_into(text: &str, out: &mut String) {
-    out.clear();
-    let mut words = Words { out, gap: false };
+    // Written as bytes (the ASCII path writes without a branch per byte), taken back as a
+    // string at the end.
+    let mut buf = std::mem::take(out).into_bytes();
+    buf.clear();
+    let mut words = Words {
+        out: &mut buf,
+        gap: false,
+    };
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        while i < bytes.len() && bytes[i].is_ascii() && bytes.get(i + 1).is_none_or(u8::is_ascii) {
-            words.ascii(bytes[i]);
-            i += 1;
-        }
-        if i == bytes.len() {
+        // The ASCII run from `i`; its last byte goes to the full path when a non-ASCII
+        // byte follows it.
+        let run = i + ascii_run(&bytes[i..]);
+        let fast_end = if run == bytes.len() {
+            run
+        } else {
+            run.saturating_sub(1).max(i)
+        };
+        words.ascii_run(&bytes[i..fast_end]);
+        if fast_end == bytes.len() {
             break;
         }
-        let mut j = i;
+        let mut j = fast_end;
         if bytes[j].is_ascii() {
             j += 1;
         }
         while j < bytes.len() && !bytes[j].is_ascii() {
             j += 1;
         }
-        // i and j lie on ASCII bytes (or the end): character boundaries.
-        words.full(&text[i..j]);
+        // fast_end and j lie on ASCII bytes (or the end): character boundaries.
+        words.full(&text[fast_end..j]);
         i = j;
     }
+    *out = match String::from_utf8(buf) {
+        Ok(normalized) => normalized,
+        // Not reached: ASCII bytes and whole characters are all that is written.
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
 }
+
+/// The length of the run of ASCII bytes that `bytes` starts with, 8 bytes at a time.
+fn ascii_run(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(chunk);
+        let high = u64::from_le_bytes(x) & 0x8080_8080_8080_8080;
+        if high != 0 {
+            return n + (high.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + bytes[n..].iter().take_while(|b| b.is_ascii()).count()
+}
+
+/// What the normalised text keeps of an ASCII byte: a lowercase letter, `0` for a digit,
+/// and 0 for a separator.
+const ASCII_KEPT: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_digit() {
+            b'0'
+        } else if c.is_ascii_alphabetic() {
+            c.to_ascii_lowercase()
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+};
 
 /// The normalised text being written: words joined by one space.
 struct Words<'a> {
-    out: &'a mut String,
+    /// UTF-8: ASCII bytes and whole characters.
+    out: &'a mut Vec<u8>,
     /// A separator came since the last character written.
     gap: bool,
 }
@@ -61,30 +112,39 @@ impl Words<'_> {
     fn push(&mut self, c: char) {
         if c.is_alphanumeric() || is_combining_mark(c) {
             if self.gap && !self.out.is_empty() {
-                self.out.push(' ');
+                self.out.push(b' ');
             }
             self.gap = false;
-            self.out.push(if c.is_numeric() { '0' } else { c });
+            let c = if c.is_numeric() { '0' } else { c };
+            self.out
+                .extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
         } else {
             self.gap = true;
         }
     }
 
-    /// One ASCII character: what [`Words::full`] does to it, without the tables.
-    fn ascii(&mut self, b: u8) {
-        if b.is_ascii_alphanumeric() {
-            if self.gap && !self.out.is_empty() {
-                self.out.push(' ');
-            }
-            self.gap = false;
-            self.out.push(if b.is_ascii_digit() {
-                '0'
-            } else {
-                b.to_ascii_lowercase() as char
-            });
-        } else {
-            self.gap = true;
+    /// ASCII characters: what [`Words::full`] does to them, without the Unicode tables
+    /// and without a branch per byte (words and separators alternate too often for a
+    /// branch to be predicted): each byte writes a space and its kept byte, and the
+    /// write position moves past what is kept.
+    fn ascii_run(&mut self, run: &[u8]) {
+        let mut at = self.out.len();
+        // A kept byte writes at most two bytes (a space after a gap, then itself), and
+        // a gap other than the first takes a byte of the run: `run.len() + 1` at most,
+        // and one more for the space each byte writes past the end.
+        self.out.resize(at + run.len() + 2, 0);
+        let mut gap = self.gap;
+        for &b in run {
+            let kept = ASCII_KEPT[usize::from(b & 0x7f)];
+            let is_kept = kept != 0;
+            self.out[at] = b' ';
+            at += usize::from(is_kept & gap & (at > 0));
+            self.out[at] = kept;
+            at += usize::from(is_kept);
+            gap = !is_kept;
         }
+        self.out.truncate(at);
+        self.gap = gap;
     }
 
     /// NFKC, lowercase, `ß` as `ss`, accents of Latin, Greek and Cyrillic stripped.
@@ -137,31 +197,43 @@ pub fn for_each_shingle(normalized: &str, kind: Shingles, ngram: usize, mut f: i
     if normalized.is_empty() {
         return;
     }
-    // Byte offsets where each unit starts, plus the end.
-    let mut starts: Vec<usize> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
-    match kind {
+    let bytes = normalized.as_bytes();
+    // Byte offsets where each unit starts, then the end of the text: a unit ends where
+    // the next starts (less the space between words, for words).
+    let mut starts: Vec<u32> = Vec::new();
+    let gap = match kind {
         Shingles::Words => {
-            let mut offset = 0;
-            for word in normalized.split(' ') {
-                starts.push(offset);
-                ends.push(offset + word.len());
-                offset += word.len() + 1;
+            // Each byte writes the start of a word after it, kept where it is a space
+            // (no branch per byte).
+            starts.resize(bytes.len() + 2, 0);
+            let mut words = 1;
+            for (i, &b) in bytes.iter().enumerate() {
+                starts[words] = i as u32 + 1;
+                words += usize::from(b == b' ');
             }
+            starts.truncate(words);
+            1
         }
         Shingles::Chars => {
-            for (i, c) in normalized.char_indices() {
-                starts.push(i);
-                ends.push(i + c.len_utf8());
-            }
+            starts.extend(
+                bytes
+                    .iter()
+                    .enumerate()
+                    // UTF-8 continuation bytes are 0b10xx_xxxx.
+                    .filter(|&(_, &b)| b & 0xC0 != 0x80)
+                    .map(|(i, _)| i as u32),
+            );
+            0
         }
-    }
-    if starts.len() <= n {
-        f(xxh3_64_with_seed(normalized.as_bytes(), SHINGLE_SEED));
+    };
+    let units = starts.len();
+    starts.push(bytes.len() as u32 + gap);
+    if units <= n {
+        f(xxh3_64_with_seed(bytes, SHINGLE_SEED));
         return;
     }
-    for i in 0..=starts.len() - n {
-        let s = &normalized.as_bytes()[starts[i]..ends[i + n - 1]];
+    for i in 0..=units - n {
+        let s = &bytes[starts[i] as usize..(starts[i + n] - gap) as usize];
         f(xxh3_64_with_seed(s, SHINGLE_SEED));
     }
 }
@@ -306,13 +378,57 @@ mod tests {
                 text.push_str(pieces[(state >> 33) as usize % pieces.len()]);
             }
             state = state.wrapping_add(0x9e37_79b9);
-            let mut full = String::new();
+            let mut full = Vec::new();
             Words {
                 out: &mut full,
                 gap: false,
             }
             .full(&text);
-            assert_eq!(normalize(&text), full, "{text:?}");
+            assert_eq!(normalize(&text).as_bytes(), full, "{text:?}");
+        }
+    }
+
+    /// The shingles are those of the words and characters as `str` splits them, on
+    /// texts with empty words, spaces at either end and characters of 1 to 4 bytes.
+    #[test]
+    fn shingles_equal_those_of_a_plain_split() {
+        let pieces = ["a", "bc", " ", "  ", "é", "日本", "𝄞", "xyz", "0"];
+        let mut state = 11u64;
+        for _ in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..(state % 23) {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                text.push_str(pieces[(state >> 33) as usize % pieces.len()]);
+            }
+            state = state.wrapping_add(0x9e37_79b9);
+            for n in [1, 2, 5] {
+                let plain = |units: Vec<&str>, joiner: &str| -> Vec<u64> {
+                    if text.is_empty() {
+                        return Vec::new();
+                    }
+                    if units.len() <= n {
+                        return vec![xxh3_64_with_seed(text.as_bytes(), SHINGLE_SEED)];
+                    }
+                    units
+                        .windows(n)
+                        .map(|w| xxh3_64_with_seed(w.join(joiner).as_bytes(), SHINGLE_SEED))
+                        .collect()
+                };
+                let chars: Vec<String> = text.chars().map(String::from).collect();
+                for (kind, want) in [
+                    (Shingles::Words, plain(text.split(' ').collect(), " ")),
+                    (
+                        Shingles::Chars,
+                        plain(chars.iter().map(String::as_str).collect(), ""),
+                    ),
+                ] {
+                    let mut got = Vec::new();
+                    for_each_shingle(&text, kind, n, |h| got.push(h));
+                    assert_eq!(got, want, "{kind:?} {n} {text:?}");
+                }
+            }
         }
     }
 
