@@ -20,18 +20,7 @@ fn root() -> &'static Path {
 }
 
 fn texts() -> Vec<String> {
-    let path = std::env::var("TOKENMILL_BENCH_TEXTS").unwrap_or_else(|_| {
-        root()
-            .join("fixtures/classify/positives.jsonl")
-            .to_string_lossy()
-            .into_owned()
-    });
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
-        .collect()
+    pipeline::testing::bench_texts(&root().join("fixtures/classify/positives.jsonl"))
 }
 
 fn fasttext_model(dir: &Path) -> String {

@@ -10,19 +10,10 @@ use dedup::minhash::MinHasher;
 use dedup::normalize::{normalize, normalize_into};
 
 fn texts() -> Vec<String> {
-    let path = std::env::var("TOKENMILL_BENCH_TEXTS").unwrap_or_else(|_| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../fixtures/classify/positives.jsonl"
-        )
-        .to_string()
-    });
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
-        .collect()
+    pipeline::testing::bench_texts(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/classify/positives.jsonl"),
+    )
 }
 
 fn text() -> String {
