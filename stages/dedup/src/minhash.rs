@@ -186,9 +186,20 @@ mod tests {
     fn every_instruction_set_gives_the_same_minima() {
         let m = MinHasher::new(14, 8, 3);
         let xs: Vec<u64> = (0..1000u64).map(|i| mix(i ^ 0x55)).collect();
+        // Each permutation's minimum, one at a time.
+        let plain: Vec<u32> = (0..112)
+            .map(|i| {
+                xs.iter()
+                    .map(|&x| (m.a[i].wrapping_mul(x).wrapping_add(m.b[i]) >> 32) as u32)
+                    .min()
+                    .unwrap_or(u32::MAX)
+            })
+            .collect();
         let mut portable = vec![u32::MAX; 112];
         minima_into(&m.a, &m.b, &xs, &mut portable);
+        assert_eq!(portable, plain);
         assert_eq!(m.minima(&xs), portable);
+
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2") {
