@@ -531,14 +531,19 @@ pub fn golden(path: &Path, got: &str) {
     );
 }
 
-/// The texts of a bench: the `"text"` of each line of the JSONL file named by
-/// `TOKENMILL_BENCH_TEXTS` (scripts/bench-classify.sh leaves the WCXB and Dragnet texts
-/// so), else of `fallback` (a fixture).
+/// The texts of a bench: those of the JSONL file named by `TOKENMILL_BENCH_TEXTS`
+/// (scripts/bench-classify.sh leaves the WCXB and Dragnet texts so), else of `fallback`
+/// (a fixture).
 pub fn bench_texts(fallback: &Path) -> Vec<String> {
     let path = std::env::var_os("TOKENMILL_BENCH_TEXTS")
         .map_or_else(|| fallback.to_path_buf(), PathBuf::from);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("bench texts {}: {e}", path.display()))
+    jsonl_texts(&path)
+}
+
+/// The `"text"` of each line of a JSONL file (lines without one are left out).
+pub fn jsonl_texts(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("texts {}: {e}", path.display()))
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| v["text"].as_str().map(str::to_string))

@@ -26,15 +26,7 @@ fn main() -> anyhow::Result<()> {
         Some(r) => r.parse()?,
         None => 5,
     };
-    let mut texts = Vec::new();
-    for (i, line) in std::fs::read_to_string(&args[1])?.lines().enumerate() {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| anyhow::anyhow!("{} line {}: {e}", args[1], i + 1))?;
-        let text = v["text"]
-            .as_str()
-            .ok_or_else(|| anyhow::anyhow!("{} line {}: no text", args[1], i + 1))?;
-        texts.push(text.to_string());
-    }
+    let texts = pipeline::testing::jsonl_texts(std::path::Path::new(&args[1]));
     let config = Config::default();
     let hasher = MinHasher::new(config.bands, config.rows, config.seed);
     let mut normalized = Vec::with_capacity(texts.len());
