@@ -190,7 +190,7 @@ impl Classifier {
             return Err(bad("no positive labels given".into()));
         }
         let shipped = config.model == shipped::NAME;
-        let model = if shipped {
+        let mut model = if shipped {
             shipped::load(storage, config.model_sha256.as_deref())?
         } else {
             Model::load(
@@ -201,6 +201,10 @@ impl Classifier {
                  or `default` for the shipped one",
             )?
         };
+        // A softmax of few labels (the shipped model's two): scored from each row's
+        // products with the output rows (`Predictor::project`), within about 1e-7 of
+        // fastText's probabilities.
+        model.predictor.project();
         let known = model.predictor.labels();
         let labels: Vec<String> = config.labels.iter().map(|l| full_label(l)).collect();
         for l in &labels {

@@ -486,7 +486,9 @@ fn quantised_training_writes_a_small_model() {
 /// tokenmill's own fastText predictor against fastText's C++ (the `fasttext` crate) on
 /// both classifiers the tests use: the shipped model (quantized, norms apart, softmax)
 /// and one trained on the fixtures (unquantized). Every label's probability is equal to
-/// the last bit on every fixture text, in both normalized forms.
+/// the last bit on every fixture text, in both normalized forms. The projected
+/// predictor the stage scores with (`Predictor::project`: each row's products with the
+/// output rows, a known word's rows summed at load) is within 1e-6 of them.
 #[test]
 fn the_predictor_equals_fasttexts_own_code() {
     let shipped = tempfile::NamedTempFile::new().expect("temp file");
@@ -512,6 +514,12 @@ fn the_predictor_equals_fasttexts_own_code() {
             .expect("fastText loads the model");
         let bytes = std::fs::read(&model).expect("model bytes");
         let ours = pipeline::fasttext_model::Predictor::from_bytes(&bytes).expect("predictor");
+        let mut projected =
+            pipeline::fasttext_model::Predictor::from_bytes(&bytes).expect("predictor");
+        assert!(
+            projected.project(),
+            "{model}: a two-label softmax is projected"
+        );
         for text in &texts {
             for form in [toxicity::Normalize::Words, toxicity::Normalize::Raw] {
                 let line = form.line(text);
@@ -530,6 +538,19 @@ fn the_predictor_equals_fasttexts_own_code() {
                     theirs.sort();
                     mine.sort();
                     assert_eq!(mine, theirs, "{model}: {line:?}, k {k}");
+                    if k < 0 {
+                        let near = projected.predict_line(&line, k, 0.0);
+                        assert_eq!(near.len(), theirs.len(), "{model}: {line:?}");
+                        for (i, p) in near {
+                            let label = &projected.labels()[i];
+                            let (_, bits) = theirs
+                                .iter()
+                                .find(|(l, _)| l == label)
+                                .unwrap_or_else(|| panic!("{model}: {line:?}: no {label}"));
+                            let d = (p - f32::from_bits(*bits)).abs();
+                            assert!(d <= 1e-6, "{model}: {line:?}: {label} {p}, {d:e} away");
+                        }
+                    }
                     compared += 1;
                 }
             }
