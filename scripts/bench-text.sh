@@ -114,9 +114,13 @@ assert old.keys() == new.keys(), "the two builds wrote different documents"
 reason = lambda r: r.get("drop_reason") or r.get("rejected_by") or ""
 tox = lambda r: reason(r) in ("toxic", "toxic_fraction")
 differ_text = [i for i in old if old[i]["text"] != new[i]["text"]]
+# Every other column but the toxicity score (language scores, quality annotations,
+# metadata) is equal too.
+differ_cols = sorted({k for i in old for k in old[i] if k != "toxicity_score" and old[i][k] != new[i].get(k)})
 differ_other = [i for i in old if not tox(old[i]) and not tox(new[i]) and reason(old[i]) != reason(new[i])]
 changed_tox = [i for i in old if tox(old[i]) != tox(new[i])]
 print(f"texts that differ: {len(differ_text)}; decisions of extract, langid or quality that differ: {len(differ_other)}")
+print(f"other columns that differ: {differ_cols or 'none'}")
 diffs = [abs(old[i]["toxicity_score"] - new[i]["toxicity_score"]) for i in old
          if old[i].get("toxicity_score") is not None and new[i].get("toxicity_score") is not None]
 if diffs:
@@ -124,6 +128,6 @@ if diffs:
 print(f"toxicity decisions that changed: {len(changed_tox)}")
 for i in changed_tox:
     print(f"  {i}: {reason(old[i]) or 'kept'} ({old[i]['toxicity_score']:.6f}) -> {reason(new[i]) or 'kept'} ({new[i]['toxicity_score']:.6f})")
-if differ_text or differ_other:
+if differ_text or differ_other or differ_cols:
     sys.exit("extract, langid or quality changed")
 PY
