@@ -963,7 +963,7 @@ struct Lines<'a> {
     /// The line is a heading (kept whatever its links: the titles of a listing).
     heading: bool,
     /// Hashes of the lines written of at least [`REPEAT_MIN`] bytes, outside `<pre>`.
-    seen: std::collections::HashSet<u64>,
+    seen: std::collections::HashSet<u64, foldhash::fast::FixedState>,
 }
 
 /// A link line this long (non-space bytes) is a title, not a menu item: kept.
