@@ -21,18 +21,7 @@ cargo build --release --locked -p jobs --bin mill
 
 work=.cache/chain-run
 rm -rf "$work" && mkdir -p "$work/warc"
-k=0
-for src in "$@"; do
-  k=$((k + 1))
-  name="$(basename "$src")"
-  name="$k-${name%%.*}"
-  if [[ "$src" == *.warc.gz ]]; then
-    cp "$src" "$work/warc/$name.warc.gz"
-  else
-    data="$("$venv/bin/python" scripts/extract_gold.py unpack "$src" .cache/gold)"
-    "$venv/bin/python" scripts/extract_gold.py warc "$data" "$work/warc/$name.warc.gz"
-  fi
-done
+scripts/pack-warc.sh "$work/warc" "$@"
 
 cat >"$work/pipeline.toml" <<EOF
 input = "$(pwd)/$work/warc"

@@ -26,18 +26,7 @@ new=target/release/mill
 
 work=.cache/text-run
 rm -rf "$work" && mkdir -p "$work/warc" "$work/packed"
-k=0
-for src in "$@"; do
-  k=$((k + 1))
-  name="$(basename "$src")"
-  name="$k-${name%%.*}"
-  if [[ "$src" == *.warc.gz ]]; then
-    cp "$src" "$work/packed/$name.warc.gz"
-  else
-    data="$("$venv/bin/python" scripts/extract_gold.py unpack "$src" .cache/gold)"
-    "$venv/bin/python" scripts/extract_gold.py warc "$data" "$work/packed/$name.warc.gz"
-  fi
-done
+scripts/pack-warc.sh "$work/packed" "$@"
 for c in $(seq 1 "$copies"); do
   for f in "$work"/packed/*.warc.gz; do ln -f "$f" "$work/warc/$c-$(basename "$f")"; done
 done
