@@ -100,7 +100,7 @@ def docs(side):
 old, new = docs("base"), docs("new")
 print(f"\noutputs: {len(old)} documents before, {len(new)} after")
 assert old.keys() == new.keys(), "the two builds wrote different documents"
-reason = lambda r: r.get("drop_reason") or r.get("rejected_by") or ""
+reason = lambda r: r.get("drop_reason") or ""
 tox = lambda r: reason(r) in ("toxic", "toxic_fraction")
 differ_text = [i for i in old if old[i]["text"] != new[i]["text"]]
 # Every other column but the toxicity score (language scores, quality annotations,

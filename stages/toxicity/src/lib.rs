@@ -202,7 +202,7 @@ impl Classifier {
             )?
         };
         // A softmax of few labels (the shipped model's two): scored from each row's
-        // products with the output rows (`Predictor::project`), within about 1e-7 of
+        // products with the output rows (`Predictor::project`), within a few 1e-6 of
         // fastText's probabilities.
         model.predictor.project();
         let known = model.predictor.labels();
