@@ -5,16 +5,17 @@
 #      "100 300 1000"): time, peak memory, vocabulary reached. The 1000 MB tokenizer
 #      (or the largest trained) is the one the encoders use.
 #   2. encode, one core (taskset -c 0), the same ENCODE_MB megabytes (default 100) of
-#      documents: mill-tokenize encode (fast and reference encoders), Python tokenizers
+#      documents: mill-tokenize encode (native, fast and reference encoders), Python tokenizers
 #      encode_batch, datatrove's DocumentTokenizer; the ids of ours and Python's are
 #      compared by hash. Then mill-tokenize on every core.
 # Prints a table. Usage: scripts/bench-tokenize.sh [ENCODE_MB] [TRAIN_SIZES]
+# CORPUS_BYTES=4e8 builds a smaller corpus than the default 1.1 GB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 encode_mb="${1:-100}"
 train_sizes="${2:-100 300 1000}"
 python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements-bench.txt -r scripts/requirements-test.txt
-python3 scripts/text_corpus.py build .cache/text-corpus
+python3 scripts/text_corpus.py build .cache/text-corpus ${CORPUS_BYTES:+--max-bytes "$CORPUS_BYTES"}
 cargo build --release --locked -p tokenize --bins >/dev/null 2>&1 || cargo build --release --locked -p tokenize --bins
 bin=./target/release/mill-tokenize
 work=.cache/bench-tokenize
@@ -63,32 +64,36 @@ print(json.dumps({"name": sys.argv[4], "seconds": float(sys.argv[3]) - float(sys
                   "documents": m["documents"], "tokens": m["tokens"], "bytes": $bytes}))
 PY
 }
+run_ours native native 1 0
 run_ours fast fast 1 0
 run_ours reference reference 1 0
 ncpu="$(nproc)"
-run_ours fast-all fast 0 "0-$((ncpu - 1))"
+run_ours native-all native 0 "0-$((ncpu - 1))"
 taskset -c 0 env RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
   python3 scripts/bench_tokenize.py python "$tok" "$sample" "$work/python.json"
 rm -rf "$work/datatrove"
 taskset -c 0 env RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
   python3 scripts/bench_tokenize.py datatrove "$tok" "$sample" "$work/datatrove" "$work/datatrove.json" >/dev/null 2>&1
-ours_sha="$(python3 scripts/bench_tokenize.py ours-ids "$work/ours-fast")"
+ours_sha="$(python3 scripts/bench_tokenize.py ours-ids "$work/ours-native")"
+fast_sha="$(python3 scripts/bench_tokenize.py ours-ids "$work/ours-fast")"
 ref_sha="$(python3 scripts/bench_tokenize.py ours-ids "$work/ours-reference")"
-python3 - "$work" "$ours_sha" "$ref_sha" "$ncpu" <<'PY'
+python3 - "$work" "$ours_sha" "$ref_sha" "$ncpu" "$fast_sha" <<'PY'
 import json, sys
 from pathlib import Path
 w = Path(sys.argv[1])
-ours_sha, ref_sha, ncpu = sys.argv[2], sys.argv[3], sys.argv[4]
+ours_sha, ref_sha, ncpu, fast_sha = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+native = json.loads((w / "ours-native.json").read_text())
 fast = json.loads((w / "ours-fast.json").read_text())
 ref = json.loads((w / "ours-reference.json").read_text())
-allc = json.loads((w / "ours-fast-all.json").read_text())
+allc = json.loads((w / "ours-native-all.json").read_text())
 py = json.loads((w / "python.json").read_text())
 dt = json.loads((w / "datatrove.json").read_text())
 print(f"documents {fast['documents']}, {fast['bytes'] / 1e6:.1f} MB of text, {fast['tokens']} tokens (ours)")
-print(f"ids: mill-tokenize fast == Python tokenizers: {ours_sha == py['ids_sha256']}; "
-      f"fast == reference: {ours_sha == ref_sha}; datatrove token count {dt['tokens_files']} "
-      f"(ours {fast['tokens']})")
+print(f"ids: mill-tokenize native == Python tokenizers: {ours_sha == py['ids_sha256']}; "
+      f"native == fast: {ours_sha == fast_sha}; native == reference: {ours_sha == ref_sha}; "
+      f"datatrove token count {dt['tokens_files']} (ours {fast['tokens']})")
 rows = [
+    ("mill-tokenize encode (ours, native), 1 core", native, native["tokens"]),
     ("mill-tokenize encode (tokenizers 1.0-rc.3), 1 core", fast, fast["tokens"]),
     ("mill-tokenize encode (tokenizers 0.22), 1 core", ref, ref["tokens"]),
     ("Python tokenizers 0.23 encode_batch (encoding only), 1 core", py, py["tokens"]),
@@ -105,8 +110,9 @@ for name, r, tokens in rows:
     wrate = r["bytes"] / work
     print(f"| {name} | {r['seconds']:.1f} | {rate / 1e6:.2f} | {tokens / r['seconds'] / 1e6:.2f} M | {rate / dt_rate:.1f}x "
           f"| {work:.2f} | {wrate / 1e6:.2f} | {wrate / dt_work:.1f}x |")
-print(f"work: ours, each input's time from its marker (the tokenizer's load of "
-      f"{fast['seconds'] - fast['work_seconds']:.1f} s left out); datatrove, its run less one "
+print(f"work: ours, each input's time from its marker (the tokenizer's load, about "
+      f"{native['seconds'] - native['work_seconds']:.1f} s native and {fast['seconds'] - fast['work_seconds']:.1f} s fast "
+      f"with the process around it, left out); datatrove, its run less one "
       f"load of the tokenizer ({dt['load_seconds']:.1f} s) timed in the same process; Python "
       f"tokenizers times the encoding alone")
 PY

@@ -20,6 +20,12 @@ datatrove TOKENIZER SAMPLE_JSONL WORK_DIR OUT_JSON
 ours-ids SHARDS_DIR
   Prints the SHA-256 of every id in the shards the manifest lists, in order, in the same
   form as `python` computes it.
+tiktoken-load TOKENIZER ROUNDS
+  tiktoken built from the same vocabulary, ROUNDS times in one process: the file read
+  and parsed, each token's bytes (GPT-2's byte spelling undone) ranked by its id, the
+  special tokens by theirs, and tiktoken.Encoding made with the o200k pattern. Prints
+  the seconds of each round and their median as JSON (the interpreter's start-up and
+  the import left out).
 """
 import gzip
 import hashlib
@@ -153,6 +159,42 @@ def ours_ids(shards_dir):
     print(ids_digest(arrays))
 
 
+def byte_decoder():
+    """GPT-2's byte of each spelling character."""
+    printable = [b for b in range(256) if 0x21 <= b <= 0x7E or (0xA1 <= b <= 0xFF and b != 0xAD)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(0x100 + extra)] = b
+            extra += 1
+    return chars
+
+
+def tiktoken_load(tokenizer, rounds):
+    import tiktoken
+
+    pattern = json.loads(Path(tokenizer).read_text(encoding="utf-8"))["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    decoder = byte_decoder()
+    seconds = []
+    for _ in range(int(rounds)):
+        start = time.perf_counter()
+        tok = json.loads(Path(tokenizer).read_text(encoding="utf-8"))
+        special = {t["content"]: t["id"] for t in tok["added_tokens"]}
+        ranks = {
+            bytes(decoder[c] for c in token): rank
+            for token, rank in tok["model"]["vocab"].items()
+            if token not in special
+        }
+        enc = tiktoken.Encoding("bench", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
+        enc.encode("warm up the regex and the tables")
+        seconds.append(time.perf_counter() - start)
+    print(json.dumps({"tiktoken": tiktoken.__version__, "seconds": seconds,
+                      "median": sorted(seconds)[len(seconds) // 2]}))
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"sample": sample, "python": python, "datatrove": datatrove_run, "ours-ids": ours_ids}[cmd](*args)
+    {"sample": sample, "python": python, "datatrove": datatrove_run, "ours-ids": ours_ids,
+     "tiktoken-load": tiktoken_load}[cmd](*args)

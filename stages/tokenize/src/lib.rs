@@ -20,6 +20,7 @@
 
 pub mod bpe;
 pub mod merge;
+pub mod native;
 pub mod trainer;
 
 use std::collections::VecDeque;
@@ -77,7 +78,7 @@ impl Default for EncodeConfig {
     fn default() -> Self {
         EncodeConfig {
             tokenizer: None,
-            encoder: EncoderKind::Fast,
+            encoder: EncoderKind::Native,
             shard_bytes: 1 << 30,
             end_of_document: END_OF_DOCUMENT.to_string(),
             token_counts: false,

@@ -138,7 +138,7 @@ fn training_is_deterministic_and_reaches_the_asked_size() {
 #[test]
 fn golden_training_and_shards() {
     let out = tempfile::tempdir().expect("tempdir");
-    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
+    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Native, 0);
     let storage = Storage::new();
     let report: serde_json::Value = serde_json::from_slice(
         &std::fs::read(tokenizer().0.join("train.json")).expect("train.json"),
@@ -418,14 +418,14 @@ fn a_vocabulary_too_small_for_the_bytes_is_refused() {
 #[test]
 fn encode_reads_back_to_the_same_texts() {
     let out = tempfile::tempdir().expect("tempdir");
-    let report = encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
+    let report = encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Native, 0);
     let texts = fixture_texts();
     assert_eq!(report.stats.docs_out as usize, texts.len());
     assert_eq!(report.stats.drops.get(tokenize::EMPTY_TEXT), Some(&1));
     assert!(report.stats.balanced());
     let storage = Storage::new();
     let docs = read_back(&storage, &Location::Local(out.path().to_path_buf()));
-    let tok = loaded(EncoderKind::Fast);
+    let tok = loaded(EncoderKind::Native);
     assert_eq!(docs.len(), texts.len());
     for (ids, text) in docs.iter().zip(&texts) {
         assert_eq!(
@@ -451,25 +451,124 @@ fn encode_reads_back_to_the_same_texts() {
 }
 
 #[test]
-fn fast_and_reference_encoders_write_the_same_ids() {
-    let fast = tempfile::tempdir().expect("tempdir");
-    let reference = tempfile::tempdir().expect("tempdir");
-    encode_to(fast.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
-    encode_to(
-        reference.path(),
-        &EncodeConfig::default(),
-        EncoderKind::Reference,
-        0,
-    );
-    let shards = |d: &Path| -> BTreeMap<String, Vec<u8>> {
-        snapshot(d)
+fn the_three_encoders_write_the_same_ids() {
+    let shards = |kind: EncoderKind| -> BTreeMap<String, Vec<u8>> {
+        let out = tempfile::tempdir().expect("tempdir");
+        encode_to(out.path(), &EncodeConfig::default(), kind, 0);
+        snapshot(out.path())
             .into_iter()
             .filter(|(k, _)| k.ends_with(".bin") || k.ends_with(".idx"))
             .collect()
     };
-    let a = shards(fast.path());
-    assert!(!a.is_empty());
-    assert_eq!(a, shards(reference.path()));
+    let native = shards(EncoderKind::Native);
+    assert!(!native.is_empty());
+    assert_eq!(native, shards(EncoderKind::Fast), "native against 1.0");
+    assert_eq!(
+        native,
+        shards(EncoderKind::Reference),
+        "native against 0.22"
+    );
+}
+
+/// Texts of many scripts and shapes: long runs that take the queue form of the merges
+/// (a pre-token of over 128 bytes), whitespace runs, digits, code, special spellings.
+fn hard_texts() -> Vec<String> {
+    let mut texts = fixture_texts();
+    let mut rng = fastrand::Rng::with_seed(11);
+    let pieces = [
+        "the",
+        " the",
+        "ing",
+        "tion",
+        "東京",
+        "日本語の文章",
+        "Ελληνικά",
+        "русский",
+        "עברית",
+        "العربية",
+        "हिन्दी",
+        "ภาษาไทย",
+        "한국어",
+        "ſ",
+        "'s",
+        "'LL",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\r\n",
+        "123",
+        "4567",
+        "½",
+        "😀",
+        "👩‍👩‍👧",
+        "e\u{301}",
+        "{",
+        "}}",
+        "::",
+        "<|endoftext|>",
+        "fn main()",
+        "ß",
+        "İ",
+        "\u{a0}",
+        "\u{200b}",
+        "\u{323b0}",
+    ];
+    for _ in 0..400 {
+        let n = rng.usize(1..40);
+        texts.push(
+            (0..n)
+                .map(|_| *rng.choice(&pieces).expect("piece"))
+                .collect(),
+        );
+    }
+    texts.push("日本語".repeat(200));
+    texts.push("a".repeat(1000));
+    texts.push(" ".repeat(700) + "x");
+    texts.push("\n".repeat(300));
+    texts.push("ab".repeat(150) + &"ab ".repeat(50));
+    texts
+}
+
+#[test]
+fn the_three_encoders_agree_on_hard_texts() {
+    // A larger vocabulary than the shared one, so that long merges exist.
+    let config = TrainConfig {
+        vocab_size: 4000,
+        ..TrainConfig::default()
+    };
+    let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut sample = fixture_texts();
+    sample.extend(hard_texts().into_iter().step_by(2));
+    let trained = tokenize::bpe::train(&config, sample.into_iter(), &failed).expect("train");
+    let load = |kind| tokenize::Encoder::load(&trained.json, kind, "test").expect("load");
+    let (native, fast, reference) = (
+        load(EncoderKind::Native),
+        load(EncoderKind::Fast),
+        load(EncoderKind::Reference),
+    );
+    assert_eq!(native.vocab_size(), reference.vocab_size());
+    for token in [
+        "<|endoftext|>",
+        "<|padding|>",
+        "Ġthe",
+        "the",
+        "nope-not-a-token",
+    ] {
+        assert_eq!(native.token_id(token), reference.token_id(token), "{token}");
+    }
+    let mut long = 0;
+    for text in hard_texts() {
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        native.encode_into(&text, &mut a).expect("native");
+        fast.encode_into(&text, &mut b).expect("fast");
+        reference.encode_into(&text, &mut c).expect("reference");
+        assert_eq!(a, c, "native against 0.22: {text:?}");
+        assert_eq!(b, c, "1.0 against 0.22: {text:?}");
+        assert_eq!(native.decode(&a).expect("decode"), text);
+        long += usize::from(text.split(' ').any(|w| w.len() > 128));
+    }
+    assert!(long >= 3, "the queue form was not reached");
 }
 
 #[test]
@@ -488,16 +587,41 @@ fn texts_the_two_splits_differ_on_get_the_reference_ids() {
         &failed,
     )
     .expect("train");
-    let fast = tokenize::Encoder::load(&trained.json, EncoderKind::Fast, "test").expect("fast");
-    let reference =
-        tokenize::Encoder::load(&trained.json, EncoderKind::Reference, "test").expect("0.22");
-    for text in texts {
-        assert!(tokenize::bpe::splits_differ(text), "{text}");
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        fast.encode_into(text, &mut a).expect("fast");
-        reference.encode_into(text, &mut b).expect("reference");
-        assert_eq!(a, b, "{text}");
+    let load = |kind| tokenize::Encoder::load(&trained.json, kind, "test").expect("load");
+    let reference = load(EncoderKind::Reference);
+    for kind in [EncoderKind::Native, EncoderKind::Fast] {
+        let encoder = load(kind);
+        for text in texts {
+            assert!(tokenize::bpe::splits_differ(text), "{text}");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            encoder.encode_into(text, &mut a).expect("encode");
+            reference.encode_into(text, &mut b).expect("reference");
+            assert_eq!(a, b, "{kind:?}: {text}");
+        }
     }
+}
+
+#[test]
+fn a_foreign_layout_is_encoded_by_tokenizers() {
+    // The shared tokenizer with a normaliser: ours refuses it, and the load falls back
+    // to the 1.0 encoder, which lowercases as the file asks.
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&tokenizer().1).expect("read")).expect("json");
+    json["normalizer"] = serde_json::json!({"type": "Lowercase"});
+    let json = json.to_string();
+    assert!(tokenize::native::Native::from_json(&json).is_err());
+    let native = tokenize::Encoder::load(&json, EncoderKind::Native, "test").expect("load");
+    let reference = tokenize::Encoder::load(&json, EncoderKind::Reference, "test").expect("0.22");
+    let (mut a, mut b, mut lower) = (Vec::new(), Vec::new(), Vec::new());
+    native.encode_into("Hello World", &mut a).expect("encode");
+    reference
+        .encode_into("Hello World", &mut b)
+        .expect("reference");
+    reference
+        .encode_into("hello world", &mut lower)
+        .expect("reference");
+    assert_eq!(a, b);
+    assert_eq!(a, lower);
 }
 
 #[test]
@@ -508,11 +632,11 @@ fn rerun_is_a_no_op_and_threads_do_not_change_output() {
         batch_docs: 4,
         ..EncodeConfig::default()
     };
-    encode_to(one.path(), &config, EncoderKind::Fast, 1);
-    encode_to(many.path(), &config, EncoderKind::Fast, 3);
+    encode_to(one.path(), &config, EncoderKind::Native, 1);
+    encode_to(many.path(), &config, EncoderKind::Native, 3);
     let first = snapshot(one.path());
     assert_eq!(first, snapshot(many.path()));
-    let again = encode_to(one.path(), &config, EncoderKind::Fast, 2);
+    let again = encode_to(one.path(), &config, EncoderKind::Native, 2);
     assert!(again.processed.is_empty(), "{again:?}");
     assert_eq!(again.skipped.len(), 3);
     assert_eq!(first, snapshot(one.path()));
@@ -528,10 +652,15 @@ fn shards_roll_over_and_keep_every_document_in_order() {
             shard_bytes: 4000,
             ..EncodeConfig::default()
         },
-        EncoderKind::Fast,
+        EncoderKind::Native,
         0,
     );
-    encode_to(whole.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
+    encode_to(
+        whole.path(),
+        &EncodeConfig::default(),
+        EncoderKind::Native,
+        0,
+    );
     let storage = Storage::new();
     let m = read_manifest(&storage, &Location::Local(small.path().to_path_buf())).expect("m");
     assert!(m.shards.len() > 4, "{:?}", m.shards);
@@ -555,7 +684,7 @@ fn token_counts_are_written_back_on_request() {
             token_counts: true,
             ..EncodeConfig::default()
         },
-        EncoderKind::Fast,
+        EncoderKind::Native,
         0,
     );
     let storage = Storage::new();
@@ -639,7 +768,7 @@ fn small_shards() -> tempfile::TempDir {
         shard_bytes: 5000,
         ..EncodeConfig::default()
     };
-    encode_to(encoded.path(), &config, EncoderKind::Fast, 0);
+    encode_to(encoded.path(), &config, EncoderKind::Native, 0);
     encoded
 }
 
@@ -711,7 +840,7 @@ fn merge_shuffles_every_document_exactly_once() {
 #[test]
 fn inspect_prints_counts_and_text() {
     let out = tempfile::tempdir().expect("tempdir");
-    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
+    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Native, 0);
     let storage = Storage::new();
     let m = read_manifest(&storage, &Location::Local(out.path().to_path_buf())).expect("m");
     let prefix = out.path().join(&m.shards[0].name);
@@ -738,7 +867,7 @@ fn inspect_prints_counts_and_text() {
 #[test]
 fn python_tokenizers_and_transformers_agree() {
     let out = tempfile::tempdir().expect("tempdir");
-    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Fast, 0);
+    encode_to(out.path(), &EncodeConfig::default(), EncoderKind::Native, 0);
     let output = Command::new("python3")
         .arg(root().join("scripts/tokenize_check.py"))
         .arg("--tokenizer")
@@ -836,7 +965,7 @@ fn train_encode_read_back_on_s3() {
             shard_bytes: 6000,
             ..EncodeConfig::default()
         },
-        EncoderKind::Fast,
+        EncoderKind::Native,
         0,
     );
     assert_eq!(
@@ -886,7 +1015,7 @@ fn train_alone_resumes_and_its_folder_serves_as_the_tokenizer() {
     assert_eq!(markers.len(), 1);
     assert_eq!(markers[0].0, tokenize::TRAIN_UNIT);
     // The folder loads the tokenizer.json inside it.
-    let kind = EncoderKind::Fast;
+    let kind = EncoderKind::Native;
     let eod = tokenize::END_OF_DOCUMENT;
     let folder = Loaded::read(&storage, &out.path().display().to_string(), kind, eod)
         .expect("tokenizer from its folder");
