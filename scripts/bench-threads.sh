@@ -6,6 +6,7 @@
 # run` with --threads 1 on core 0, then --threads 2 on cores 0 and 1, one step at a time
 # (`--only`), REPEAT times each (default 3, every repeat from scratch, the two thread
 # counts one after the other), and prints each step's median wall seconds and speedup.
+# STEPS="step ..." times only those steps (e.g. STEPS=text).
 # Usage: scripts/bench-threads.sh WARC... (e.g. the pages scripts/bench-chain.sh packs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +71,15 @@ from pathlib import Path
 work, repeat = Path(sys.argv[1]), int(sys.argv[2])
 everywhere = os.sched_getaffinity(0)
 steps = re.findall(r'^name = "([^"]+)"', (work / "pipeline1.toml").read_text(), re.M)
+# STEPS="text signatures" runs only those (each still needs the steps before it done:
+# the first of them runs its predecessors once, untimed).
+only = os.environ.get("STEPS", "").split()
+if only:
+    for step in steps[: steps.index(only[0])]:
+        for threads in (1, 2):
+            subprocess.run(["target/release/mill", "run", str(work / f"pipeline{threads}.toml"), "--only", step],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    steps = [s for s in steps if s in only]
 times = {}
 # Step by step, each repeat running one thread then two side by side (run1 and run2 are
 # two chains of the same steps): this virtual machine's speed drifts by a fifth over
