@@ -1,5 +1,6 @@
-//! Encoder kernel speed: bytes/s on one thread for the 1.0 encoder ("fast") and the 0.22
-//! encoder ("reference") on the same texts with the same tokenizer.
+//! Encoder kernel speed: bytes/s on one thread for our encoder ("native"), the 1.0
+//! encoder ("fast") and the 0.22 encoder ("reference") on the same texts with the same
+//! tokenizer (the encoder loaded once: warm caches after the first pass).
 //!
 //! By default a 4,000-entry vocabulary is trained on the fixture documents; set
 //! `TOKENMILL_BENCH_TOKENIZER` (a tokenizer.json, e.g. from scripts/bench-tokenize.sh)
@@ -69,6 +70,7 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(10))
         .throughput(Throughput::Bytes(bytes));
     for (name, kind) in [
+        ("native", EncoderKind::Native),
         ("fast_1.0rc3", EncoderKind::Fast),
         ("reference_0.22", EncoderKind::Reference),
     ] {

@@ -461,8 +461,13 @@ impl Native {
             .chain(specials.iter().map(|(_, id)| *id))
             .max()
             .map_or(0, |m| m as usize + 1);
-        if top > (1 << 31) {
-            return Err(format!("an id of {top} is too large"));
+        // Ids are dense in any real file; a stray huge one would size the tables below.
+        let entries = model.vocab.0.len() + specials.len();
+        if top > 2 * entries + 1024 {
+            return Err(format!(
+                "its ids are not dense: {} for {entries} entries",
+                top - 1
+            ));
         }
         let mut is_special = vec![false; top];
         for (_, id) in &specials {
@@ -893,5 +898,11 @@ mod tests {
             assert!(Native::from_json(&v.to_string()).is_err(), "{what}");
         }
         assert!(Native::from_json("{").is_err());
+        let mut sparse = base.clone();
+        sparse["model"]["vocab"]["zz"] = 4_000_000_000u32.into();
+        assert!(
+            Native::from_json(&sparse.to_string()).is_err(),
+            "sparse ids"
+        );
     }
 }
