@@ -7,7 +7,7 @@
 #     separate inputs. Every copy after the first is a duplicate, so the filter keeps a
 #     COPIES-th; encoding reads the linked shards themselves (all of the text), with
 #     the 256,000-entry tokenizer of scripts/bench-tokenize.sh.
-#   - dedup.buckets and dedup.clusters at 10^7 documents (scripts/bench-dedup-scale.sh:
+#   - dedup.buckets and dedup.clusters at 10^7 documents (scripts/bench-dedup-scale.sh's run:
 #     planted signatures, 100 inputs, one task), where the text corpus gives them too
 #     few documents for 10 s.
 #   - the text step: `STEPS=text COPIES=6 scripts/bench-threads.sh WARC...` (its own
@@ -74,7 +74,11 @@ for step, (a, b) in times.items():
 PY
 echo
 echo "== dedup.buckets and dedup.clusters at 10^7 planted documents, one task"
+# bench-dedup-scale.sh's run, called directly: its own `cargo build -p dedup` alone would
+# rebuild with another feature set what the build above made.
+mkdir -p .cache/bench-dedup-scale
 for threads in 1 2; do
-  THREADS=$threads taskset -c "$([ "$threads" = 1 ] && echo 0 || echo 0,1)" \
-    scripts/bench-dedup-scale.sh 10000000 1 33554432
+  taskset -c "$([ "$threads" = 1 ] && echo 0 || echo 0,1)" python3 scripts/bench_dedup_scale.py \
+    10000000 --tasks 1 --memory 33554432 --per-file 100000 --threads "$threads" \
+    --json ".cache/bench-dedup-scale/10000000-33554432-1-$threads.json"
 done

@@ -17,7 +17,7 @@
 //! `tokenizers` 1.0 reader takes (stages/tokenize/README.md). The `tokenizers` 1.0 release candidate ("fast") and the
 //! 0.22 encoder ("reference") stay available; the tests prove the three agree.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokenizers::models::bpe::{BPE, BpeTrainerBuilder, Vocab};
@@ -377,24 +377,29 @@ pub enum EncoderKind {
     Reference,
 }
 
-/// A loaded tokenizer that turns text into ids and back. One of ours or `tokenizers`
-/// 1.0 encodes, when chosen; the 0.22 tokenizer encodes otherwise (and the texts the
-/// 1.0 split cuts differently), decodes and answers questions about the vocabulary.
-/// Beside ours it is read only when first asked.
+/// A loaded tokenizer that turns text into ids and back: ours, or `tokenizers` (1.0
+/// encoding when chosen, 0.22 for the rest: the texts the 1.0 split cuts differently,
+/// decoding and questions about the vocabulary).
 pub struct Encoder {
-    native: Option<Native>,
-    fast: Option<tokenizers_fast::pipeline::PipelineTokenizer>,
-    reference: OnceLock<std::result::Result<tokenizers::Tokenizer, String>>,
-    /// The file, for a reference read later.
-    json: String,
+    engine: Engine,
+}
+
+enum Engine {
+    Native(Box<Native>),
+    Tokenizers {
+        fast: Option<tokenizers_fast::pipeline::PipelineTokenizer>,
+        reference: Box<tokenizers::Tokenizer>,
+    },
 }
 
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Encoder")
-            .field("native", &self.native.is_some())
-            .field("fast", &self.fast.is_some())
-            .finish()
+        let engine = match &self.engine {
+            Engine::Native(_) => "native",
+            Engine::Tokenizers { fast: Some(_), .. } => "fast",
+            Engine::Tokenizers { fast: None, .. } => "reference",
+        };
+        f.debug_struct("Encoder").field("engine", &engine).finish()
     }
 }
 
@@ -431,10 +436,7 @@ impl Encoder {
             EncoderKind::Native => match Native::from_json(json) {
                 Ok(native) => {
                     return Ok(Encoder {
-                        native: Some(native),
-                        fast: None,
-                        reference: OnceLock::new(),
-                        json: json.to_string(),
+                        engine: Engine::Native(Box::new(native)),
                     });
                 }
                 Err(why) => {
@@ -459,30 +461,22 @@ impl Encoder {
             },
         );
         Ok(Encoder {
-            native: None,
-            fast: fast?,
-            reference: OnceLock::from(Ok(reference?)),
-            json: String::new(),
+            engine: Engine::Tokenizers {
+                fast: fast?,
+                reference: Box::new(reference?),
+            },
         })
-    }
-
-    /// The 0.22 tokenizer, read now if it was not.
-    fn reference(&self) -> std::result::Result<&tokenizers::Tokenizer, String> {
-        self.reference
-            .get_or_init(|| load_reference(&self.json))
-            .as_ref()
-            .map_err(Clone::clone)
     }
 
     /// Appends the ids of `text` to `out`. A special token's spelling inside a
     /// document is encoded as text, never as the special token.
     /// A text holding a code point of [`SPLIT_DIFFERS`] is cut as 0.22 cuts it.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
-        if let Some(native) = &self.native {
-            return native.encode_into(text, out);
-        }
-        match &self.fast {
-            Some(tok) if !splits_differ(text) => {
+        match &self.engine {
+            Engine::Native(native) => native.encode_into(text, out),
+            Engine::Tokenizers {
+                fast: Some(tok), ..
+            } if !splits_differ(text) => {
                 let options = tokenizers_fast::pipeline::EncodeOptions {
                     add_special_tokens: false,
                     encode_special_tokens: true,
@@ -494,39 +488,38 @@ impl Encoder {
                 out.extend_from_slice(tokenizers_fast::pipeline::PipelineToken::cast_slice(&ids));
                 Ok(())
             }
-            _ => {
-                let enc = self
-                    .reference()?
-                    .encode(text, false)
-                    .map_err(|e| e.to_string())?;
+            Engine::Tokenizers { reference, .. } => {
+                let enc = reference.encode(text, false).map_err(|e| e.to_string())?;
                 out.extend_from_slice(enc.get_ids());
                 Ok(())
             }
         }
     }
 
-    /// The text of `ids` (special tokens included).
+    /// The text of `ids` (special tokens included; ids outside the vocabulary are
+    /// skipped, as `tokenizers` skips them).
     pub fn decode(&self, ids: &[u32]) -> std::result::Result<String, String> {
-        self.reference()?
-            .decode(ids, false)
-            .map_err(|e| e.to_string())
+        match &self.engine {
+            Engine::Native(native) => Ok(native.decode(ids)),
+            Engine::Tokenizers { reference, .. } => {
+                reference.decode(ids, false).map_err(|e| e.to_string())
+            }
+        }
     }
 
     /// The id of a token, if the vocabulary has it.
     pub fn token_id(&self, token: &str) -> Option<u32> {
-        match &self.native {
-            Some(native) => native.token_id(token),
-            None => self.reference().ok()?.token_to_id(token),
+        match &self.engine {
+            Engine::Native(native) => native.token_id(token),
+            Engine::Tokenizers { reference, .. } => reference.token_to_id(token),
         }
     }
 
     /// Entries in the vocabulary, special tokens included.
     pub fn vocab_size(&self) -> usize {
-        match &self.native {
-            Some(native) => native.vocab_size(),
-            None => self
-                .reference()
-                .map_or(0, |reference| reference.get_vocab_size(true)),
+        match &self.engine {
+            Engine::Native(native) => native.vocab_size(),
+            Engine::Tokenizers { reference, .. } => reference.get_vocab_size(true),
         }
     }
 }

@@ -12,7 +12,7 @@
 //!   ([`Native::from_json`] says why not otherwise, and the caller falls back to the
 //!   `tokenizers` 1.0 encoder): a BPE model without dropout, unknown token, affixes,
 //!   byte fallback or `ignore_merges`; the o200k split followed by GPT-2's byte-level
-//!   mapping; no normaliser, post-processor, truncation or padding; every added token
+//!   mapping and decoder; no normaliser, post-processor, truncation or padding; every added token
 //!   special (encoded as text, as the stage asks of `tokenizers`).
 //! - Pre-tokens are the cuts of the 1.0 encoder's compiled o200k grammar, or of the 0.22
 //!   regex for texts holding a code point of [`crate::bpe::SPLIT_DIFFERS`]: the cuts
@@ -23,6 +23,10 @@
 //!   with one pair twice keeps the later rank, as 0.22's does.
 //! - The tests encode the fixture texts and texts of many scripts with all three
 //!   encoders and compare the ids.
+//!
+//! - Decoding joins the tokens' bytes and replaces invalid UTF-8, as 0.22's byte-level
+//!   decoder does (the file's decoder must be that one); the tests compare the two on
+//!   every id.
 //!
 //! Pre-tokens up to [`CACHED_BYTES`] bytes are remembered with their ids in a cache per
 //! encoding thread (up to [`CACHE_ENTRIES`] words; it is emptied when full).
@@ -347,6 +351,8 @@ struct FileJson<'a> {
     pre_tokenizer: serde_json::Value,
     #[serde(default)]
     post_processor: serde_json::Value,
+    #[serde(default)]
+    decoder: serde_json::Value,
     #[serde(borrow)]
     model: ModelJson<'a>,
 }
@@ -391,14 +397,20 @@ fn char_bytes() -> Vec<i16> {
     table
 }
 
-fn spelled(token: &str, table: &[i16]) -> Option<Vec<u8>> {
-    token
-        .chars()
-        .map(|c| match table.get(c as usize) {
-            Some(&b) if b >= 0 => Some(b as u8),
-            _ => None,
-        })
-        .collect()
+/// Appends the bytes `token` spells in GPT-2's alphabet to `out`; false (and `out` as
+/// it was) when a character is not in it.
+fn spell_into(token: &str, table: &[i16], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    for c in token.chars() {
+        match table.get(c as usize) {
+            Some(&b) if b >= 0 => out.push(b as u8),
+            _ => {
+                out.truncate(start);
+                return false;
+            }
+        }
+    }
+    true
 }
 
 impl Native {
@@ -418,6 +430,9 @@ impl Native {
             }
         }
         check_pre_tokenizer(&file.pre_tokenizer)?;
+        if file.decoder["type"] != "ByteLevel" {
+            return Err("the decoder is not the byte-level one".into());
+        }
         let model = file.model;
         if model.kind.as_deref().is_some_and(|k| k != "BPE") {
             return Err("the model is not BPE".into());
@@ -484,26 +499,25 @@ impl Native {
             }
             *name = Some(&text.0);
         }
-        // Every token's bytes in one arena: (start, length) by id.
+        // Every token's bytes in one arena, (start, length) by id, as 0.22's byte-level
+        // decoder gives them: a special token's text spelled in GPT-2's alphabet when it
+        // can be, else its UTF-8.
         let mut token_bytes: Vec<u8> = Vec::with_capacity(json.len() / 4);
         let mut token_at: Vec<(u32, u32)> = vec![(0, 0); top];
         for (id, name) in names.iter().enumerate() {
             let start = token_bytes.len();
             if is_special[id] {
-                if let Some((text, _)) = specials.iter().find(|(_, s)| *s as usize == id) {
+                if let Some((text, _)) = specials.iter().find(|(_, s)| *s as usize == id)
+                    && !spell_into(text, &table, &mut token_bytes)
+                {
                     token_bytes.extend_from_slice(text.as_bytes());
                 }
-            } else if let Some(text) = name {
-                for c in text.chars() {
-                    match table.get(c as usize) {
-                        Some(&b) if b >= 0 => token_bytes.push(b as u8),
-                        _ => {
-                            return Err(format!(
-                                "the token {text:?} is not spelled in GPT-2's bytes"
-                            ));
-                        }
-                    }
-                }
+            } else if let Some(text) = name
+                && !spell_into(text, &table, &mut token_bytes)
+            {
+                return Err(format!(
+                    "the token {text:?} is not spelled in GPT-2's bytes"
+                ));
             }
             token_at[id] = (start as u32, (token_bytes.len() - start) as u32);
         }
@@ -582,7 +596,10 @@ impl Native {
         if let Some((_, id)) = self.specials.iter().find(|(s, _)| s == token) {
             return Some(*id);
         }
-        let bytes = spelled(token, &char_bytes())?;
+        let mut bytes = Vec::new();
+        if !spell_into(token, &char_bytes(), &mut bytes) {
+            return None;
+        }
         let is_special = |id: usize| self.specials.iter().any(|(_, s)| *s as usize == id);
         (0..self.token_at.len())
             .find(|&id| self.token(id as u32) == Some(bytes.as_slice()) && !is_special(id))
@@ -770,17 +787,16 @@ impl Native {
         symbols.truncate(kept);
     }
 
-    /// The bytes of `ids` (a special token's text for a special token); unknown ids are
-    /// an error.
-    pub fn bytes_of(&self, ids: &[u32]) -> Result<Vec<u8>, String> {
-        let mut out = Vec::new();
+    /// The text of `ids`, as 0.22's byte-level decoder gives it: the tokens' bytes,
+    /// invalid UTF-8 replaced; ids outside the vocabulary are skipped, as 0.22 skips them.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::new();
         for &id in ids {
-            match self.token(id) {
-                Some(t) => out.extend_from_slice(t),
-                None => return Err(format!("id {id} is not in the vocabulary")),
+            if let Some(t) = self.token(id) {
+                bytes.extend_from_slice(t);
             }
         }
-        Ok(out)
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
@@ -861,15 +877,21 @@ mod tests {
         }
         assert_eq!(native.vocab_size(), 260);
         assert_eq!(native.token_id("<|endoftext|>"), Some(0));
-        assert_eq!(native.bytes_of(&[aaaa, ab]).expect("bytes"), b"aaaaab");
-        assert!(native.bytes_of(&[9999]).is_err());
+        assert_eq!(native.decode(&[aaaa, 9999, ab, 0]), "aaaaab<|endoftext|>");
     }
 
     #[test]
     fn other_layouts_are_refused_with_a_reason() {
         let base: serde_json::Value = serde_json::from_str(&tiny()).expect("json");
+        assert!(
+            Native::from_json(&base.to_string()).is_ok(),
+            "the unedited file"
+        );
         type Edit = fn(&mut serde_json::Value);
-        let edits: [(&str, Edit); 6] = [
+        let edits: [(&str, Edit); 7] = [
+            ("decoder", |v| {
+                v["decoder"] = serde_json::json!({"type": "Metaspace"})
+            }),
             ("normaliser", |v| {
                 v["normalizer"] = serde_json::json!({"type": "NFC"})
             }),
