@@ -13,6 +13,7 @@ pub mod document;
 pub mod error;
 #[cfg(feature = "fasttext")]
 pub mod fasttext_model;
+pub mod languages;
 pub mod lists;
 pub mod lock;
 pub mod marker;

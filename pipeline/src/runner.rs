@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::document::{Column, Document};
+use crate::document::{Column, Document, Value};
 use crate::error::{Error, Result};
+use crate::languages::LANGUAGE_SCRIPT;
 use crate::marker::{Marker, REJECTED_DIR, marker_location, read_marker, write_marker};
 use crate::progress::Progress;
 use crate::shard::{ShardOptions, ShardWriter};
@@ -120,17 +121,24 @@ impl Partition {
     /// The folder a document goes to: a safe path component, never hidden.
     fn key(self, doc: &Document) -> String {
         match self {
-            Partition::Language => match doc.language.as_deref() {
-                Some(l)
-                    if !l.is_empty()
-                        && !l.starts_with(['_', '.'])
-                        && l.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
-                {
-                    l.to_string()
+            // FineWeb-2's folders: `cmn_Hani` where the label's script is known.
+            Partition::Language => {
+                let label = match (doc.language.as_deref(), doc.annotation(LANGUAGE_SCRIPT)) {
+                    (Some(l), Some(Value::Str(script))) => Some(format!("{l}_{script}")),
+                    (l, _) => l.map(String::from),
+                };
+                match label {
+                    Some(l)
+                        if !l.is_empty()
+                            && !l.starts_with(['_', '.'])
+                            && l.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+                    {
+                        l
+                    }
+                    _ => "unknown".to_string(),
                 }
-                _ => "unknown".to_string(),
-            },
+            }
         }
     }
 }

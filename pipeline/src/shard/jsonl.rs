@@ -253,6 +253,14 @@ fn parse(
         }
         None => Map::new(),
     };
+    // A label's script (FineWeb-2's `language_script`) stays in `metadata` and is
+    // also given to the stages.
+    let script = record
+        .get(crate::languages::LANGUAGE_SCRIPT)
+        .or_else(|| nested.get(crate::languages::LANGUAGE_SCRIPT))
+        .and_then(Json::as_str)
+        .map(crate::languages::script_annotation)
+        .unwrap_or_default();
     let mut take = |key: &str| record.remove(key).or_else(|| nested.remove(key));
     let Some(Json::String(body)) = take("text") else {
         return Err("missing_text");
@@ -273,7 +281,7 @@ fn parse(
         language: string(take("language")),
         language_score: take("language_score").and_then(|v| v.as_f64()),
         token_count: take("token_count").and_then(|v| v.as_i64()),
-        annotations: Vec::new(),
+        annotations: script,
         payload: None,
         counts: Vec::new(),
         measures: Vec::new(),
@@ -288,6 +296,17 @@ fn parse(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_language_script_is_kept_and_given_to_the_stages() {
+        let line = br#"{"text":"x","language":"cmn","metadata":{"language_script":"Hani"}}"#;
+        let (doc, meta) = parse(line, "f", 0).expect("parses");
+        assert_eq!(
+            doc.annotation(crate::languages::LANGUAGE_SCRIPT),
+            Some(&crate::document::Value::Str("Hani".into()))
+        );
+        assert_eq!(meta.as_deref(), Some(r#"{"language_script":"Hani"}"#));
+    }
 
     fn check(line: &str, expected: std::result::Result<(&str, &str, Option<&str>), &str>) {
         let got = parse(line.as_bytes(), "f", 7);

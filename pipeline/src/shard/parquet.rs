@@ -626,6 +626,11 @@ fn convert(
             _ => None,
         }
     };
+    // A label's script (FineWeb-2's `language_script`): carried like any other input
+    // column, and also given to the stages.
+    let script = batch
+        .column_by_name(crate::languages::LANGUAGE_SCRIPT)
+        .and_then(|a| string_col(a.as_ref()));
     let mut docs = Vec::with_capacity(batch.num_rows());
     let mut keep = Vec::with_capacity(batch.num_rows());
     let mut drops = Vec::new();
@@ -663,7 +668,12 @@ fn convert(
             language: s(6, i).map(str::to_string),
             language_score,
             token_count,
-            annotations: Vec::new(),
+            annotations: match &script {
+                Some(Col::Str(f)) => f(i)
+                    .map(crate::languages::script_annotation)
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            },
             payload: None,
             counts: Vec::new(),
             measures: Vec::new(),
