@@ -39,7 +39,8 @@ fn main() {
         },
     )
     .expect("lid.176 (run scripts/fetch-models.sh)");
-    let quality = quality::Quality::new(quality::Config::default());
+    let quality = quality::Quality::new(&pipeline::Storage::new(), &quality::Config::default())
+        .expect("quality stage");
 
     let toxicity_step = toxicity_step(&root);
     let toxicity: Vec<&dyn Stage> = toxicity_step.stages.iter().map(|s| s.as_ref()).collect();

@@ -438,7 +438,7 @@ mod tests {
                 zstd_level,
                 ..Default::default()
             },
-            ..quality::step(&quality::Config::default())
+            ..quality::step(&Storage::new(), &quality::Config::default()).expect("quality step")
         };
         let same = fuse("text", vec![step("a", 3), step("b", 3)]).expect("same options fuse");
         assert_eq!(same.stages.len(), 2);

@@ -46,7 +46,7 @@ pub const CHAIN: &[ChainStage] = &[
         name: "quality",
         starts_chain: false,
         check: |p| p.stage_config::<quality::Config>("quality").map(drop),
-        build: |_, p| Ok(quality::step(&p.stage_config("quality")?)),
+        build: |s, p| quality::step(s, &p.stage_config("quality")?),
     },
     ChainStage {
         name: "decontam",

@@ -6,13 +6,24 @@
 //! `language_score`. The keep rule is datatrove's `LanguageFilter`: with a list of
 //! languages, keep a document when one of them scores above its threshold; without a
 //! list, keep it when the top language does.
+//!
+//! FineWeb-2's form is one setting away: `labels = "iso639-3"` writes `language` as an
+//! ISO 639-3 code and its script to `language_script` (`cmn`, `Hani`), splitting a
+//! GlotLID-style label as datatrove does and mapping lid.176's codes through the
+//! documented table `pipeline/data/lid176-labels.tsv`; `min_score_table = "fineweb2"`
+//! takes each language's threshold from FineWeb-2's configs.
 
 mod model;
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use pipeline::languages::{self, LANGUAGE_SCRIPT, Table};
 use pipeline::shard::ShardOptions;
-use pipeline::{Document, DocumentSource, Stage, Step, Storage, Verdict};
+use pipeline::{
+    Column, ColumnKind, Document, DocumentSource, Stage, Step, Storage, Value, Verdict,
+};
 use serde::{Deserialize, Serialize};
 
 pub use model::{LID176_FTZ_SHA256, Model, SETUP_COMMAND};
@@ -48,9 +59,39 @@ pub struct Config {
     /// language).
     #[serde(default)]
     pub min_score_by_language: BTreeMap<String, f64>,
+    /// Per-language thresholds from a table of language settings, under
+    /// `min_score_by_language` and over `min_score`: `"fineweb2"` (FineWeb-2's
+    /// `language_score` of each language, shipped with the project) or the address of
+    /// a table in the same layout. Looked up by the label in FineWeb-2's form (lid.176's
+    /// codes mapped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score_table: Option<String>,
+    /// How labels are written: `"model"` (as the model gives them: lid.176's `zh`,
+    /// GlotLID's `cmn_Hani`) or `"iso639-3"` (FineWeb-2's columns: `language = "cmn"`
+    /// and `language_script = "Hani"`).
+    #[serde(default, skip_serializing_if = "Labels::is_model")]
+    pub labels: Labels,
     /// Write kept documents under `<output>/<language>/…`, as FineWeb-2 lays them out.
     #[serde(default)]
     pub split_by_language: bool,
+}
+
+/// How the langid stage writes a document's label.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Labels {
+    /// The model's label as it is.
+    #[default]
+    #[serde(rename = "model")]
+    Model,
+    /// An ISO 639-3 code in `language` and an ISO 15924 script in `language_script`.
+    #[serde(rename = "iso639-3")]
+    Iso639_3,
+}
+
+impl Labels {
+    fn is_model(&self) -> bool {
+        *self == Labels::Model
+    }
 }
 
 fn default_model() -> String {
@@ -69,6 +110,8 @@ impl Default for Config {
             languages: Vec::new(),
             min_score: default_min_score(),
             min_score_by_language: BTreeMap::new(),
+            min_score_table: None,
+            labels: Labels::Model,
             split_by_language: false,
         }
     }
@@ -81,6 +124,9 @@ pub struct LangId {
     languages: Vec<String>,
     min_score: f64,
     overrides: BTreeMap<String, f64>,
+    /// Per-language thresholds by FineWeb-2 label (`min_score_table`).
+    table: Option<Arc<Table>>,
+    labels: Labels,
     /// Whether the top label alone decides (every threshold ≥ 0.5: no second label can
     /// clear it, since probabilities sum to at most 1).
     top_only: bool,
@@ -111,32 +157,42 @@ impl LangId {
                 });
             }
         }
+        let table = config
+            .min_score_table
+            .as_deref()
+            .map(|spec| Table::load(storage, spec))
+            .transpose()?;
         let model = model::load(storage, &config.model, config.model_sha256.as_deref())?;
+        let mut stage = LangId {
+            model,
+            languages: config.languages.clone(),
+            min_score: config.min_score,
+            overrides: config.min_score_by_language.clone(),
+            table,
+            labels: config.labels,
+            top_only: true,
+            floor: 1.0,
+        };
         let thresholds: Vec<f64> = if config.languages.is_empty() {
             std::iter::once(config.min_score)
                 .chain(config.min_score_by_language.values().copied())
+                .chain(
+                    stage
+                        .table
+                        .iter()
+                        .flat_map(|t| t.iter().map(|s| s.language_score)),
+                )
                 .collect()
         } else {
             config
                 .languages
                 .iter()
-                .map(|l| {
-                    *config
-                        .min_score_by_language
-                        .get(l)
-                        .unwrap_or(&config.min_score)
-                })
+                .map(|l| stage.threshold(l))
                 .collect()
         };
-        let floor = thresholds.iter().copied().fold(1.0, f64::min);
-        Ok(LangId {
-            model,
-            languages: config.languages.clone(),
-            min_score: config.min_score,
-            overrides: config.min_score_by_language.clone(),
-            top_only: floor >= 0.5,
-            floor,
-        })
+        stage.floor = thresholds.iter().copied().fold(1.0, f64::min);
+        stage.top_only = stage.floor >= 0.5;
+        Ok(stage)
     }
 
     /// The SHA-256 of the loaded model.
@@ -164,18 +220,49 @@ impl LangId {
             .collect()
     }
 
+    /// The threshold of a model label: `min_score_by_language`, else the table's (by
+    /// FineWeb-2 label), else `min_score`.
     fn threshold(&self, lang: &str) -> f64 {
-        *self.overrides.get(lang).unwrap_or(&self.min_score)
+        if let Some(&t) = self.overrides.get(lang) {
+            return t;
+        }
+        self.table
+            .as_ref()
+            .and_then(|t| {
+                let label = if languages::is_label(lang) {
+                    Some(lang)
+                } else {
+                    languages::lid176_label(lang)
+                };
+                t.get(label?)
+            })
+            .map_or(self.min_score, |s| s.language_score)
     }
 
+    /// Whether a model label is among `languages` (by the model's label, or by its
+    /// FineWeb-2 form when lid.176's codes are mapped).
     fn wanted(&self, lang: &str) -> bool {
-        self.languages.is_empty() || self.languages.iter().any(|l| l == lang)
+        self.languages.is_empty()
+            || self.languages.iter().any(|l| l == lang)
+            || (self.labels == Labels::Iso639_3
+                && languages::lid176_label(lang)
+                    .is_some_and(|full| self.languages.iter().any(|l| l == full)))
     }
 }
 
 impl Stage for LangId {
     fn name(&self) -> &'static str {
         "langid"
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        match self.labels {
+            Labels::Model => Vec::new(),
+            Labels::Iso639_3 => vec![Column {
+                name: LANGUAGE_SCRIPT,
+                kind: ColumnKind::Str,
+            }],
+        }
     }
 
     fn process(&self, doc: &mut Document) -> Verdict {
@@ -186,7 +273,16 @@ impl Stage for LangId {
         let score = f64::from(best.score);
         let top_wanted = self.wanted(&best.label);
         let top_clears = score > self.threshold(&best.label);
-        doc.language = Some(best.label);
+        match self.labels {
+            Labels::Model => doc.language = Some(best.label),
+            Labels::Iso639_3 => {
+                let (language, script) = languages::split_label(&best.label, true);
+                doc.language = Some(language);
+                if let Some(script) = script {
+                    doc.annotate(LANGUAGE_SCRIPT, Value::Str(script));
+                }
+            }
+        }
         doc.language_score = Some(score);
         let keep = if self.top_only || self.languages.is_empty() {
             top_wanted && top_clears

@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
         time_words("rep: + top n-grams", &r);
         time_words("rep: all", &full);
     }
-    let q = quality::Quality::new(c.clone());
+    let q = quality::Quality::new(&pipeline::Storage::new(), &c).expect("quality stage");
     // The decisions, so that a faster version can be checked to decide the same.
     let mut reasons = std::collections::BTreeMap::<&str, usize>::new();
     for t in &texts {

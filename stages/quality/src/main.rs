@@ -16,6 +16,6 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    run_stage(&args.stage, |_, config| Ok(quality::step(config)))?;
+    run_stage(&args.stage, quality::step)?;
     Ok(())
 }

@@ -359,3 +359,97 @@ fn the_predictor_equals_fasttexts_own_code() {
     }
     assert!(compared > 1000, "{compared} predictions compared");
 }
+
+/// FineWeb-2's form: ISO 639-3 codes and scripts (lid.176's codes mapped through the
+/// shipped table), and each language's threshold from FineWeb-2's configs.
+#[test]
+fn fineweb2_labels_and_thresholds() {
+    let Some(model) = model() else { return };
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let out = tmp.path().join("out");
+    let cfg = Config {
+        labels: langid::Labels::Iso639_3,
+        min_score_table: Some("fineweb2".into()),
+        // Nothing clears 1.0: a language without a row (English) is dropped.
+        min_score: 1.0,
+        ..config(&model)
+    };
+    let step = langid::step(&Storage::new(), &cfg).expect("step");
+    let mut opts = RunOptions::new(
+        Location::Local(root().join("fixtures/docs/web-multilingual.jsonl")),
+        Location::Local(out.clone()),
+    );
+    opts.keep_rejected = true;
+    run(&step, &Storage::new(), &opts).expect("run");
+    let read = |p: &Path| {
+        if !p.is_file() {
+            return Vec::new();
+        }
+        pipeline::shard::read_all_documents(&Storage::new(), &Location::Local(p.to_path_buf()))
+            .expect("read")
+    };
+    let kept = read(&out.join("web-multilingual.parquet"));
+    let rejected = read(&out.join("_rejected/web-multilingual.parquet"));
+    assert_eq!(kept.len() + rejected.len(), 12);
+    let table = pipeline::languages::Table::fineweb2();
+    let mut labels = Vec::new();
+    for (doc, was_kept) in kept
+        .iter()
+        .map(|d| (d, true))
+        .chain(rejected.iter().map(|d| (d, false)))
+    {
+        let label = pipeline::languages::document_label(doc).expect("a label");
+        let score = doc.language_score.expect("a score");
+        let threshold = table.get(&label).map_or(1.0, |s| s.language_score);
+        assert_eq!(
+            was_kept,
+            score > threshold,
+            "{label} {score} against {threshold}"
+        );
+        labels.push(label);
+    }
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            "arb_Arab", "cmn_Hani", "deu_Latn", "eng_Latn", "fra_Latn", "heb_Hebr", "hin_Deva",
+            "jpn_Jpan", "kor_Hang", "rus_Cyrl", "spa_Latn", "tha_Thai"
+        ]
+    );
+    let en = rejected
+        .iter()
+        .find(|d| d.language.as_deref() == Some("eng"))
+        .expect("English is under 1.0");
+    assert_eq!(
+        en.annotation(pipeline::languages::LANGUAGE_SCRIPT),
+        Some(&pipeline::Value::Str("Latn".into()))
+    );
+    assert!(
+        !kept.is_empty(),
+        "some language clears its FineWeb-2 threshold"
+    );
+
+    // Split by language, the folders are FineWeb-2's labels.
+    let cfg = Config {
+        labels: langid::Labels::Iso639_3,
+        split_by_language: true,
+        ..config(&model)
+    };
+    let step = langid::step(&Storage::new(), &cfg).expect("step");
+    let split = tmp.path().join("split");
+    run(
+        &step,
+        &Storage::new(),
+        &RunOptions::new(
+            Location::Local(root().join("fixtures/docs/web-multilingual.jsonl")),
+            Location::Local(split.clone()),
+        ),
+    )
+    .expect("run");
+    for label in ["cmn_Hani", "eng_Latn", "tha_Thai"] {
+        assert!(
+            split.join(label).join("web-multilingual.parquet").is_file(),
+            "{label}"
+        );
+    }
+}

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use pipeline::Storage;
 use pipeline::testing::{Conformance, check};
 use quality::{Config, Quality};
 
@@ -117,7 +118,7 @@ fn decisions_match_datatrove() {
         return;
     };
     assert_eq!(expected.len(), docs.len());
-    let stage = Quality::new(Config::default());
+    let stage = Quality::new(&Storage::new(), &Config::default()).expect("stage");
     let mut agree = 0;
     let mut report = String::new();
     let mut kept = 0;
@@ -169,7 +170,7 @@ fn jsonl(docs: &[(String, String)]) -> Vec<u8> {
 fn conformance() {
     let fixture = |name: &str| std::fs::read(root().join("fixtures").join(name)).expect("fixture");
     check(&Conformance {
-        step: &|| quality::step(&Config::default()),
+        step: &|| quality::step(&Storage::new(), &Config::default()).expect("step"),
         inputs: vec![
             ("web.jsonl".into(), fixture("docs/web-multilingual.jsonl")),
             ("gen-a.jsonl".into(), jsonl(&corpus(300, 2))),
@@ -187,7 +188,7 @@ fn conformance() {
 /// Drop reasons on a seeded corpus, as a golden file (`TOKENMILL_BLESS=1` rewrites it).
 #[test]
 fn golden_reasons_on_generated_corpus() {
-    let stage = Quality::new(Config::default());
+    let stage = Quality::new(&Storage::new(), &Config::default()).expect("stage");
     let mut counts = std::collections::BTreeMap::new();
     for (_, text) in corpus(400, 4) {
         let mut t = text;
@@ -206,4 +207,117 @@ fn golden_reasons_on_generated_corpus() {
         got, expected,
         "TOKENMILL_BLESS=1 rewrites fixtures/expected/quality-reasons.txt"
     );
+}
+
+/// `languages = "fineweb2"`: each document is judged by its language's FineWeb-2 row;
+/// a language without one gets the configured rules (English: decisions as without
+/// the table) or is dropped, and is counted.
+#[test]
+fn fineweb2_settings_by_language() {
+    use pipeline::languages::LANGUAGE_SCRIPT;
+    use pipeline::{Document, Stage, Value, Verdict};
+    let storage = Storage::new();
+    let plain = Quality::new(&storage, &Config::default()).expect("stage");
+    let cfg = Config {
+        languages: Some("fineweb2".into()),
+        ..Config::default()
+    };
+    let stage = Quality::new(&storage, &cfg).expect("stage");
+    let doc = |language: &str, script: Option<&str>| {
+        let mut d = Document::new("1", "x");
+        d.language = Some(language.into());
+        if let Some(s) = script {
+            d.annotate(LANGUAGE_SCRIPT, Value::Str(s.into()));
+        }
+        d
+    };
+    let zh = stage.rules_for(&doc("zh", None)).expect("zh has a row");
+    assert_eq!(zh.gopher_quality.stop_words[0], "的");
+    assert_eq!(zh.gopher_quality.max_avg_word_length, 5.0);
+    assert!(!zh.c4.enabled);
+    assert_eq!(zh.fineweb.char_duplicates_ratio, 0.1);
+    assert_eq!(zh.gopher_repetition.dup_line_frac, 0.287);
+    assert_eq!(stage.rules_for(&doc("cmn", Some("Hani"))), Some(zh));
+    let de = stage
+        .rules_for(&doc("deu", Some("Latn")))
+        .expect("deu_Latn");
+    assert_eq!(de.gopher_quality.stop_words[..2], ["der", "und"]);
+    // datatrove reads a 0 as off: German's minimum word length is 0.
+    assert_eq!(de.gopher_quality.min_avg_word_length, 0.0);
+    assert!(stage.rules_for(&doc("en", None)).is_none());
+    assert!(stage.rules_for(&doc("xx", None)).is_none());
+
+    // English and unknown labels: the configured rules, counted.
+    for (id, text) in corpus(200, 5) {
+        for language in ["en", "xx"] {
+            let mut d = Document::new(id.clone(), text.clone());
+            d.language = Some(language.into());
+            let mut t = text.clone();
+            let expected = match plain.judge(&mut t) {
+                Some(reason) => Verdict::Drop(reason),
+                None => Verdict::Keep,
+            };
+            assert_eq!(stage.process(&mut d), expected, "{id}");
+            assert_eq!(d.counts, [(quality::FALLBACK_COUNT, 1)]);
+            assert_eq!(d.text, t);
+        }
+    }
+    let drop = Quality::new(
+        &storage,
+        &Config {
+            language_fallback: quality::Fallback::Drop,
+            ..cfg.clone()
+        },
+    )
+    .expect("stage");
+    assert_eq!(
+        drop.process(&mut doc("xx", None)),
+        Verdict::Drop("no_language_settings")
+    );
+
+    // A German page passes German's rules, its text untouched (FineWeb-2 runs no C4,
+    // whose line removal would take its line without terminal punctuation).
+    let german = "Die Stadtbibliothek verlängert ab Montag ihre Öffnungszeiten.\n\
+        Leserinnen und Leser können nun auch am Samstagnachmittag Bücher ausleihen, \
+        die neuen Lernräume im zweiten Stock nutzen und an Kursen teilnehmen.\n\
+        Der Förderverein hat dafür drei zusätzliche Stellen finanziert, die zunächst \
+        für zwei Jahre befristet sind.\n\
+        Wer einen Ausweis besitzt, kann außerdem Zeitschriften, Spiele und Noten \
+        mitnehmen, und die Rückgabe ist rund um die Uhr am Automaten möglich.\n\
+        Im Herbst folgt eine Reihe von Lesungen mit Autorinnen aus der Region\n\
+        Die Leitung bittet um Anmeldung per Telefon oder im Foyer des Hauses.";
+    let mut d = Document::new("de", german);
+    d.language = Some("de".into());
+    assert_eq!(stage.process(&mut d), Verdict::Keep);
+    assert_eq!(d.text, german);
+    assert!(d.counts.is_empty());
+    let mut t = german.to_string();
+    assert!(plain.judge(&mut t).is_some(), "the English rules drop it");
+}
+
+/// A table given by address: its errors name the language and the key.
+#[test]
+fn a_broken_language_table_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let path = tmp.path().join("table.tsv");
+    let mut row: Vec<String> = vec!["deu_Latn".into()];
+    row.extend(std::iter::repeat_n("0.1".to_string(), 12));
+    row.push("lots".into());
+    std::fs::write(&path, row.join("\t") + "\n").expect("write");
+    let cfg = Config {
+        languages: Some(path.display().to_string()),
+        ..Config::default()
+    };
+    let err = Quality::new(&Storage::new(), &cfg)
+        .expect_err("a broken table")
+        .to_string();
+    assert!(
+        err.contains("deu_Latn") && err.contains("new_line_ratio"),
+        "{err}"
+    );
+    let cfg = Config {
+        languages: Some(tmp.path().join("none.tsv").display().to_string()),
+        ..Config::default()
+    };
+    assert!(Quality::new(&Storage::new(), &cfg).is_err());
 }
