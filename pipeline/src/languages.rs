@@ -174,23 +174,28 @@ impl Table {
         Ok(Table { by_label })
     }
 
-    /// FineWeb-2's table, shipped with the project (parsed once).
-    pub fn fineweb2() -> &'static Table {
-        static TABLE: OnceLock<Table> = OnceLock::new();
-        TABLE.get_or_init(|| {
-            // The shipped table is checked by this module's tests: it parses.
-            Table::parse(FINEWEB2_TABLE, "fineweb2-languages.tsv").unwrap_or_default()
-        })
+    /// FineWeb-2's table, shipped with the project (parsed once; the module's tests
+    /// check that it parses).
+    pub fn fineweb2() -> crate::Result<Arc<Table>> {
+        static SHIPPED: OnceLock<Result<Arc<Table>, String>> = OnceLock::new();
+        SHIPPED
+            .get_or_init(|| {
+                Table::parse(FINEWEB2_TABLE, "fineweb2-languages.tsv")
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|message| crate::Error::Config {
+                url: "fineweb2-languages.tsv".into(),
+                message,
+            })
     }
 
     /// The table a config names: `fineweb2` (the shipped one), or the address of a table
     /// in the same layout (disk or S3).
     pub fn load(storage: &crate::Storage, spec: &str) -> crate::Result<Arc<Table>> {
         if spec == "fineweb2" {
-            static SHIPPED: OnceLock<Arc<Table>> = OnceLock::new();
-            return Ok(SHIPPED
-                .get_or_init(|| Arc::new(Table::fineweb2().clone()))
-                .clone());
+            return Table::fineweb2();
         }
         let loc = crate::Location::parse(spec)?;
         let bytes = storage.read(&loc)?;
@@ -269,19 +274,25 @@ pub fn split_label(label: &str, map_lid176: bool) -> (String, Option<String>) {
     }
 }
 
-/// The document's label in FineWeb-2's form, from its `language` and the
-/// `language_script` annotation: `cmn` + `Hani`, a `language` that is a full label
-/// already, or a lid.176 code mapped by [`lid176_label`]. `None` without a language or
-/// for a code the table does not know.
-pub fn document_label(doc: &Document) -> Option<String> {
+/// The document's `language`, joined to its `language_script` annotation where it has
+/// one (`cmn` + `Hani` → `cmn_Hani`).
+pub fn language_with_script(doc: &Document) -> Option<String> {
     let language = doc.language.as_deref()?;
-    if let Some(Value::Str(script)) = doc.annotation(LANGUAGE_SCRIPT) {
-        return Some(format!("{language}_{script}"));
+    Some(match doc.annotation(LANGUAGE_SCRIPT) {
+        Some(Value::Str(script)) => format!("{language}_{script}"),
+        _ => language.to_string(),
+    })
+}
+
+/// The document's label in FineWeb-2's form: [`language_with_script`] where that is a
+/// full label, else a lid.176 code mapped by [`lid176_label`]. `None` without a language
+/// or for a code the table does not know.
+pub fn document_label(doc: &Document) -> Option<String> {
+    let label = language_with_script(doc)?;
+    if is_label(&label) {
+        return Some(label);
     }
-    if is_label(language) {
-        return Some(language.to_string());
-    }
-    lid176_label(language).map(String::from)
+    lid176_label(&label).map(String::from)
 }
 
 #[cfg(test)]
@@ -305,17 +316,18 @@ mod tests {
             t.iter()
                 .any(|s| s.stopwords.iter().any(|w| w.contains(' ')))
         );
-        assert_eq!(Table::fineweb2().len(), 1929);
+        assert_eq!(Table::fineweb2().expect("shipped").len(), 1929);
     }
 
     #[test]
     fn every_lid176_label_has_a_config_but_english() {
         let map = lid176();
         assert_eq!(map.len(), 176);
+        let table = Table::fineweb2().expect("shipped");
         for (code, label) in map {
             assert!(is_label(label), "{code} -> {label}");
             if *code != "en" {
-                assert!(Table::fineweb2().get(label).is_some(), "{code} -> {label}");
+                assert!(table.get(label).is_some(), "{code} -> {label}");
             }
         }
         assert_eq!(lid176_label("zh"), Some("cmn_Hani"));

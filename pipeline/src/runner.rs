@@ -7,9 +7,8 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::document::{Column, Document, Value};
+use crate::document::{Column, Document};
 use crate::error::{Error, Result};
-use crate::languages::LANGUAGE_SCRIPT;
 use crate::marker::{Marker, REJECTED_DIR, marker_location, read_marker, write_marker};
 use crate::progress::Progress;
 use crate::shard::{ShardOptions, ShardWriter};
@@ -122,23 +121,17 @@ impl Partition {
     fn key(self, doc: &Document) -> String {
         match self {
             // FineWeb-2's folders: `cmn_Hani` where the label's script is known.
-            Partition::Language => {
-                let label = match (doc.language.as_deref(), doc.annotation(LANGUAGE_SCRIPT)) {
-                    (Some(l), Some(Value::Str(script))) => Some(format!("{l}_{script}")),
-                    (l, _) => l.map(String::from),
-                };
-                match label {
-                    Some(l)
-                        if !l.is_empty()
-                            && !l.starts_with(['_', '.'])
-                            && l.chars()
-                                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
-                    {
-                        l
-                    }
-                    _ => "unknown".to_string(),
+            Partition::Language => match crate::languages::language_with_script(doc) {
+                Some(l)
+                    if !l.is_empty()
+                        && !l.starts_with(['_', '.'])
+                        && l.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+                {
+                    l
                 }
-            }
+                _ => "unknown".to_string(),
+            },
         }
     }
 }

@@ -140,7 +140,7 @@ impl Quality {
         let by_language = match &config.languages {
             None => None,
             Some(spec) => {
-                let table: std::sync::Arc<Table> = Table::load(storage, spec)?;
+                let table = Table::load(storage, spec)?;
                 Some(
                     table
                         .iter()

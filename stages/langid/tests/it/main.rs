@@ -391,7 +391,7 @@ fn fineweb2_labels_and_thresholds() {
     let kept = read(&out.join("web-multilingual.parquet"));
     let rejected = read(&out.join("_rejected/web-multilingual.parquet"));
     assert_eq!(kept.len() + rejected.len(), 12);
-    let table = pipeline::languages::Table::fineweb2();
+    let table = pipeline::languages::Table::fineweb2().expect("shipped table");
     let mut labels = Vec::new();
     for (doc, was_kept) in kept
         .iter()
