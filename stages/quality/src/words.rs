@@ -11,7 +11,103 @@
 //! of their characters counts as one word, which keeps the word-based rules meaningful
 //! (a CJK document of 50 characters has 50 "words").
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use pipeline::text::unspaced;
+
+/// How a language other than English splits, where spaCy's tokenizer for it differs
+/// from its English one (`pipeline/data/spacy-rules.tsv`, from spaCy 3.8.18): its own
+/// special cases in place of the English abbreviations and contractions, and four
+/// affix behaviours.
+#[derive(Debug, Default)]
+pub struct Profile {
+    /// Words kept whole or cut their own way (`z.`, `bzw.`, `см.`, `):`).
+    rules: HashMap<String, Vec<String>>,
+    /// A hyphen between letters is cut off; before a capital too with `hyphen_upper`.
+    hyphen: bool,
+    hyphen_upper: bool,
+    /// An elided article is cut off after its apostrophe (`l'` `homme`).
+    elision: bool,
+    /// Arabic commas, semicolons and question marks are cut off.
+    arabic: bool,
+    /// A final period is cut off after a lowercase or caseless letter, punctuation or
+    /// a quote; without, only after two capital or caseless letters (Arabic's and
+    /// Persian's rule). After a digit only with `digit_period` (not German's `1.`).
+    period: bool,
+    digit_period: bool,
+    /// A final slash is cut off (`lib/` → `lib /`).
+    slash: bool,
+}
+
+impl Profile {
+    /// The profile of spaCy's tokenizer for `code` (`de`), `None` for a code it lacks.
+    pub fn of(code: &str) -> Option<&'static Profile> {
+        profiles().get(code)
+    }
+
+    /// `code` as the `'static` key of its profile.
+    pub fn code(code: &str) -> Option<&'static str> {
+        profiles().get_key_value(code).map(|(k, _)| k.as_str())
+    }
+}
+
+fn profiles() -> &'static HashMap<String, Profile> {
+    static PROFILES: OnceLock<HashMap<String, Profile>> = OnceLock::new();
+    PROFILES.get_or_init(|| {
+        let mut shared: HashMap<String, Vec<String>> = HashMap::new();
+        let mut by: HashMap<String, Profile> = HashMap::new();
+        for line in pipeline::languages::SPACY_RULES.lines() {
+            if line.starts_with('#') {
+                continue;
+            }
+            let mut cells = line.split('\t');
+            let (Some(code), Some(word)) = (cells.next(), cells.next()) else {
+                continue;
+            };
+            let pieces: Vec<String> = cells.map(String::from).collect();
+            if code == "*" {
+                shared.insert(word.to_string(), pieces);
+                continue;
+            }
+            let p = by.entry(code.to_string()).or_default();
+            if word == "!flags" {
+                let flags = pieces.first().map(String::as_str).unwrap_or("");
+                let has = |f: &str| flags.split(',').any(|x| x == f);
+                p.hyphen = has("hyphen");
+                p.hyphen_upper = has("hyphen-upper");
+                p.digit_period = has("digit-period");
+                p.slash = has("slash");
+                p.elision = has("elision");
+                p.arabic = has("arabic");
+                p.period = has("latin-period");
+            } else if pieces.concat() == word {
+                p.rules.insert(word.to_string(), pieces);
+            }
+        }
+        for p in by.values_mut() {
+            for (k, v) in &shared {
+                p.rules.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        by
+    })
+}
+
+impl Profile {
+    /// The pieces of a special case, as slices of `s`.
+    fn special<'a>(&self, s: &'a str, out: &mut Vec<&'a str>) -> bool {
+        let Some(pieces) = self.rules.get(s) else {
+            return false;
+        };
+        let mut at = 0;
+        for p in pieces {
+            out.push(&s[at..at + p.len()]);
+            at += p.len();
+        }
+        true
+    }
+}
 
 /// Characters peeled off the front of a word.
 fn is_prefix(c: char) -> bool {
@@ -117,6 +213,14 @@ const CONTRACTING: [&str; 14] = [
     "here",
 ];
 
+/// An e-mail address, kept whole by spaCy's URL match in other languages.
+fn is_email(s: &str) -> bool {
+    let l = s.trim_start_matches(|c: char| is_prefix(c));
+    l.split_once('@').is_some_and(|(user, host)| {
+        !user.is_empty() && host.contains('.') && !host.starts_with('.')
+    })
+}
+
 fn is_url(s: &str) -> bool {
     let l = s.trim_start_matches(|c: char| is_prefix(c));
     l.starts_with("http://") || l.starts_with("https://") || l.starts_with("www.")
@@ -133,6 +237,41 @@ pub fn split_words(text: &str) -> Vec<&str> {
         }
     });
     out
+}
+
+/// Splits `text` into words as spaCy's tokenizer for another language does (see
+/// [`Profile`]).
+pub fn split_words_in<'a>(text: &'a str, profile: &Profile) -> Vec<&'a str> {
+    let mut out = Vec::with_capacity(text.len() / 5);
+    scan(text, |chunk, plain| {
+        if !plain {
+            split_chunk_in(chunk, Some(profile), &mut out);
+        } else if !profile.special(chunk, &mut out) {
+            out.push(chunk);
+        }
+    });
+    // spaCy's second pass: special cases that affix splitting cut apart (`)` `:` as
+    // `):`), where the pieces touch.
+    let mut merged: Vec<&'a str> = Vec::with_capacity(out.len());
+    for w in out {
+        if let Some(&last) = merged.last() {
+            let end = last.as_ptr() as usize + last.len();
+            if end == w.as_ptr() as usize
+                && last.chars().all(|c| c.is_ascii_punctuation())
+                && w.chars().all(|c| c.is_ascii_punctuation())
+            {
+                let start = last.as_ptr() as usize - text.as_ptr() as usize;
+                let joined = &text[start..start + last.len() + w.len()];
+                if profile.rules.get(joined).is_some_and(|p| p.len() == 1) {
+                    merged.pop();
+                    merged.push(joined);
+                    continue;
+                }
+            }
+        }
+        merged.push(w);
+    }
+    merged
 }
 
 /// The number of words [`split_words`] finds, without keeping them.
@@ -254,6 +393,11 @@ pub fn chunks(text: &str) -> impl Iterator<Item = &str> {
 }
 
 fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
+    split_chunk_in(chunk, None, out)
+}
+
+/// [`split_chunk`] by English rules (`None`) or a language's [`Profile`].
+fn split_chunk_in<'a>(chunk: &'a str, profile: Option<&Profile>, out: &mut Vec<&'a str>) {
     // Plain ASCII letters and digits: one word, no rule applies.
     if chunk.bytes().all(|b| b.is_ascii_alphanumeric()) {
         out.push(chunk);
@@ -264,19 +408,22 @@ fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
         for (i, c) in chunk.char_indices() {
             if unspaced(c) {
                 if start < i {
-                    split_chunk(&chunk[start..i], out);
+                    split_chunk_in(&chunk[start..i], profile, out);
                 }
                 out.push(&chunk[i..i + c.len_utf8()]);
                 start = i + c.len_utf8();
             }
         }
         if start < chunk.len() {
-            split_chunk(&chunk[start..], out);
+            split_chunk_in(&chunk[start..], profile, out);
         }
         return;
     }
-    if is_url(chunk) {
-        let trimmed = chunk.trim_end_matches(['.', ',', ')', ';', ':', '!', '?', '"', '\'']);
+    if is_url(chunk) || (profile.is_some() && is_email(chunk)) {
+        let trimmed = match profile {
+            None => chunk.trim_end_matches(['.', ',', ')', ';', ':', '!', '?', '"', '\'']),
+            Some(_) => chunk.trim_end_matches(['.', ',', ')', ';', ':', '!', '?', '"', '\'', '>']),
+        };
         let lead = trimmed.len() - trimmed.trim_start_matches(|c: char| is_prefix(c)).len();
         for (i, c) in trimmed[..lead].char_indices() {
             out.push(&trimmed[i..i + c.len_utf8()]);
@@ -294,7 +441,13 @@ fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
         if s.is_empty() {
             break;
         }
-        if (s.ends_with('.') || s.contains('/'))
+        if let Some(p) = profile
+            && p.special(s, out)
+        {
+            break;
+        }
+        if profile.is_none()
+            && (s.ends_with('.') || s.contains('/'))
             && ABBREVIATIONS
                 .iter()
                 .chain(KEPT_WHOLE.iter())
@@ -328,27 +481,116 @@ fn split_chunk<'a>(chunk: &'a str, out: &mut Vec<&'a str>) {
                 continue;
             }
             if let Some(c) = s.chars().next_back() {
-                if is_suffix(c) {
+                let before = s[..s.len() - c.len_utf8()].chars().next_back();
+                let suffix = is_suffix(c)
+                    || profile.is_some_and(|p| {
+                        (p.arabic && matches!(c, '،' | '؟' | '؛'))
+                            || (matches!(c, '+' | '°')
+                                && before.is_some_and(|b| b.is_ascii_digit()))
+                            || (c == '/' && p.slash && s.len() > 1)
+                    });
+                if suffix {
                     tail.push(&s[s.len() - c.len_utf8()..]);
                     s = &s[..s.len() - c.len_utf8()];
                     continue;
                 }
-                if c == '.' && splits_period(&s[..s.len() - 1]) {
+                let period = c == '.'
+                    && match profile {
+                        Some(p) if !p.period => capitals_before(&s[..s.len() - 1]),
+                        Some(p) => spacy_period(&s[..s.len() - 1], p.digit_period),
+                        None => splits_period(&s[..s.len() - 1]),
+                    };
+                if period {
                     tail.push(&s[s.len() - 1..]);
                     s = &s[..s.len() - 1];
                     continue;
                 }
             }
-            if let Some((stem, clitic)) = contraction(s) {
+            if let Some(p) = profile
+                && p.elision
+                && let Some(at) = elided(s)
+            {
+                out.push(&s[..at]);
+                s = &s[at..];
+                continue;
+            }
+            if profile.is_none()
+                && let Some((stem, clitic)) = contraction(s)
+            {
                 out.push(stem);
                 out.push(clitic);
                 break;
             }
         }
-        split_infixes(s, out);
+        let hyphen = match profile {
+            None => Hyphen::English,
+            Some(p) if p.hyphen_upper => Hyphen::Letters,
+            Some(p) if p.hyphen => Hyphen::BeforeLower,
+            Some(_) => Hyphen::Never,
+        };
+        split_infixes(s, hyphen, out);
         break;
     }
     out.extend(tail.into_iter().rev());
+}
+
+/// When a hyphen between words is cut off.
+#[derive(Clone, Copy)]
+enum Hyphen {
+    /// After a letter or digit, before a letter (spaCy's English).
+    English,
+    /// Between letters.
+    Letters,
+    /// After a letter, before a lowercase letter.
+    BeforeLower,
+    Never,
+}
+
+/// spaCy's final-period rules for most languages: after a lowercase or caseless letter,
+/// a closing punctuation mark or quote, a digit (`digit_period`), or two capitals.
+fn spacy_period(before: &str, digit_period: bool) -> bool {
+    let Some(last) = before.chars().next_back() else {
+        return false;
+    };
+    (last.is_alphabetic() && !last.is_uppercase())
+        || (digit_period && last.is_ascii_digit())
+        || matches!(
+            last,
+            '"' | '\'' | '”' | '’' | '«' | '»' | '„' | '“' | ')' | ']' | '}' | '%' | '…'
+        )
+        || capitals_before(before)
+}
+
+/// Whether the two characters before a final period are capital or caseless letters
+/// (spaCy's `(?<=[{au}][{au}])\.`, where Arabic letters count as capitals).
+fn capitals_before(before: &str) -> bool {
+    let upper = |c: char| {
+        c.is_uppercase()
+            || matches!(c as u32, 0x0620..=0x064A | 0x066E..=0x06D5 | 0x06E5..=0x06FF | 0x0750..=0x077F)
+            || (c.is_alphabetic()
+                && !c.is_lowercase()
+                && !c.is_uppercase()
+                && !(0x0600..=0x08FF).contains(&(c as u32)))
+    };
+    let mut rev = before.chars().rev();
+    matches!((rev.next(), rev.next()), (Some(a), Some(b)) if upper(a) && upper(b))
+}
+
+/// Where an elided article ends (`l'homme` → 3): a letter, then an apostrophe, then a
+/// letter (spaCy's elision infix for French, Italian, Catalan).
+fn elided(s: &str) -> Option<usize> {
+    let mut prev: Option<char> = None;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '\'' | '’')
+            && prev.is_some_and(char::is_alphabetic)
+            && chars.peek().is_some_and(|&(_, n)| n.is_alphabetic())
+        {
+            return Some(i + c.len_utf8());
+        }
+        prev = Some(c);
+    }
+    None
 }
 
 /// `'s` / `’s` at the end of a word longer than the clitic.
@@ -413,7 +655,7 @@ fn contraction(s: &str) -> Option<(&str, &str)> {
 
 /// Splits hyphens, slashes, commas and colons between letters, and `+ - * ^` between
 /// digits, keeping the separator as its own word.
-fn split_infixes<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+fn split_infixes<'a>(s: &'a str, hyphen: Hyphen, out: &mut Vec<&'a str>) {
     // Most words hold no separator at all.
     if !s.contains([
         '-', '–', '—', '~', '/', ':', '<', '>', '=', ',', '+', '*', '^',
@@ -430,8 +672,12 @@ fn split_infixes<'a>(s: &'a str, out: &mut Vec<&'a str>) {
         let between_letters = prev.is_alphabetic() && next.is_alphabetic();
         let split = match c {
             '-' | '–' | '—' | '~' => {
-                (prev.is_alphanumeric() && next.is_alphabetic())
-                    || (prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-'))
+                (match hyphen {
+                    Hyphen::English => prev.is_alphanumeric() && next.is_alphabetic(),
+                    Hyphen::Letters => prev.is_alphabetic() && next.is_alphabetic(),
+                    Hyphen::BeforeLower => prev.is_alphabetic() && next.is_lowercase(),
+                    Hyphen::Never => false,
+                }) || (prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-'))
             }
             '/' | ':' | '<' | '>' | '=' => (prev.is_alphanumeric()) && next.is_alphabetic(),
             ',' => between_letters,
@@ -520,5 +766,39 @@ mod tests {
         check("图书馆。", &["图", "书", "馆", "。"]);
         check("東京 tower", &["東", "京", "tower"]);
         check("ตลาดน้ำ", &["ต", "ล", "า", "ด", "น", "้", "ำ"]);
+    }
+}
+
+#[cfg(test)]
+mod profile_tests {
+    use super::*;
+
+    fn words(code: &str, text: &str) -> Vec<String> {
+        let p = Profile::of(code).expect("profile");
+        split_words_in(text, p)
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    /// spaCy 3.8.18's `blank(code)` tokens for each text.
+    #[test]
+    fn languages_split_as_spacy_does() {
+        assert_eq!(
+            words("de", "E-Mail z. B. GPLv3+ (foo):"),
+            ["E-Mail", "z.", "B.", "GPLv3", "+", "(", "foo", "):"]
+        );
+        assert_eq!(
+            words("fr", "l'homme qu'il wxq-zvk"),
+            ["l'", "homme", "qu'", "il", "wxq", "-", "zvk"]
+        );
+        assert_eq!(
+            words("ar", "الموقع. الوِب. Firefox، x؟"),
+            ["الموقع", ".", "الوِب.", "Firefox", "،", "x", "؟"]
+        );
+        assert_eq!(
+            words("ru", "см. ip6-dotint бело-красный"),
+            ["см.", "ip6-dotint", "бело", "-", "красный"]
+        );
     }
 }

