@@ -23,6 +23,20 @@ fn esc(s: &str) -> String {
 }
 
 /// A horizontal bar chart as inline SVG.
+/// Languages a step's table shows, those with the most documents first.
+pub const LANGUAGE_ROWS: usize = 40;
+
+/// The `n` languages of `stats` with the most documents in, most first (ties by name).
+pub fn language_rows(
+    stats: &pipeline::stats::Stats,
+    n: usize,
+) -> Vec<(&String, &pipeline::stats::LanguageStats)> {
+    let mut rows: Vec<_> = stats.languages.iter().collect();
+    rows.sort_by(|a, b| b.1.docs_in.cmp(&a.1.docs_in).then(a.0.cmp(b.0)));
+    rows.truncate(n);
+    rows
+}
+
 pub fn bar_chart(title: &str, items: &[(String, f64)], unit: &str) -> String {
     let row = 22.0;
     let label_w = 230.0;
@@ -339,6 +353,44 @@ figure{{margin:1em 0}} figcaption{{font-weight:600;margin-bottom:4px}} svg text{
         &lang_items,
         " docs",
     ));
+
+    // Each document step's counts by language (those with a language when judged).
+    for (s, _) in &doc_steps {
+        if s.stats.languages.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            html,
+            "<h3>Step {}: documents by language</h3>\n<table><tr><th>language</th>\
+             <th>in</th><th>kept</th><th>kept %</th><th>drop reasons</th></tr>",
+            esc(&s.name)
+        );
+        for (language, l) in language_rows(&s.stats, LANGUAGE_ROWS) {
+            let reasons = l
+                .drops
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+                esc(language),
+                l.docs_in,
+                l.docs_out,
+                100.0 * l.docs_out as f64 / l.docs_in.max(1) as f64,
+                esc(&reasons)
+            );
+        }
+        html.push_str("</table>\n");
+        if s.stats.languages.len() > LANGUAGE_ROWS {
+            let _ = writeln!(
+                html,
+                "<p>{} more languages (the {LANGUAGE_ROWS} with the most documents shown).</p>",
+                s.stats.languages.len() - LANGUAGE_ROWS
+            );
+        }
+    }
 
     html.push_str("<h2>Text length</h2>\n");
     if let (Some((first, _)), Some((last, _))) = (doc_steps.first(), doc_steps.last()) {

@@ -42,6 +42,9 @@ pub struct StepStatus {
     pub note: Option<String>,
 }
 
+/// Languages `mill status` lists for a step, those with the most documents first.
+const STATUS_LANGUAGES: usize = 12;
+
 impl StepStatus {
     /// Whether every input is done.
     pub fn complete(&self) -> bool {
@@ -291,6 +294,26 @@ pub fn render(run: &Location, steps: &[StepStatus], stalled_after: u64) -> Strin
         ));
         for (reason, n) in &st.stats.drops {
             s.push_str(&format!("{:<14}   drop {reason}: {n}\n", ""));
+        }
+        // By language: the ones with the most documents.
+        for (language, l) in crate::report::language_rows(&st.stats, STATUS_LANGUAGES) {
+            let mut line = format!(
+                "{:<14}   language {language}: {} in, {} kept",
+                "", l.docs_in, l.docs_out
+            );
+            for (reason, n) in &l.drops {
+                line.push_str(&format!(", {reason} {n}"));
+            }
+            s.push_str(&line);
+            s.push('\n');
+        }
+        if st.stats.languages.len() > STATUS_LANGUAGES {
+            s.push_str(&format!(
+                "{:<14}   {} more languages (`mill report` has {} of them)\n",
+                "",
+                st.stats.languages.len() - STATUS_LANGUAGES,
+                crate::report::LANGUAGE_ROWS.min(st.stats.languages.len())
+            ));
         }
         if let Some(line) = &st.note {
             s.push_str(&format!("{:<14}   {line}\n", ""));

@@ -743,6 +743,13 @@ fn process_input(
             for (name, n) in &doc.counts {
                 *stats.counts.entry((*name).to_string()).or_default() += n;
             }
+            if let Some(language) = crate::languages::language_with_script(doc) {
+                let dropped = match verdict {
+                    Verdict::Keep => None,
+                    Verdict::Drop(reason) => Some(*reason),
+                };
+                stats.languages.entry(language).or_default().add(dropped);
+            }
             match verdict {
                 Verdict::Keep => {
                     stats.keep();

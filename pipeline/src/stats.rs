@@ -43,6 +43,41 @@ pub struct Stats {
     /// ([`crate::runner::Measure`]), summed over inputs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub histograms: BTreeMap<String, Histogram>,
+    /// The documents that had a language when the step judged them, by language (its
+    /// label with the script where known: `cmn_Hani`, else the code: `en`): in, kept
+    /// and dropped by reason, adding up as the totals do. Empty for steps before
+    /// language ID.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub languages: BTreeMap<String, LanguageStats>,
+}
+
+/// One language's share of a step's documents.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanguageStats {
+    pub docs_in: u64,
+    pub docs_out: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drops: BTreeMap<String, u64>,
+}
+
+impl LanguageStats {
+    /// Counts one document: kept, or dropped for `reason`.
+    pub fn add(&mut self, dropped: Option<&str>) {
+        self.docs_in += 1;
+        match dropped {
+            None => self.docs_out += 1,
+            Some(reason) => *self.drops.entry(reason.to_string()).or_default() += 1,
+        }
+    }
+
+    fn merge(&mut self, other: &LanguageStats) {
+        self.docs_in += other.docs_in;
+        self.docs_out += other.docs_out;
+        for (reason, n) in &other.drops {
+            *self.drops.entry(reason.clone()).or_default() += n;
+        }
+    }
 }
 
 /// Counts in equal bins over `[lo, hi]` (values outside in the edge bins).
@@ -203,6 +238,9 @@ impl Stats {
         }
         for (name, secs) in &other.stage_seconds {
             self.add_stage_seconds(name, *secs);
+        }
+        for (language, l) in &other.languages {
+            self.languages.entry(language.clone()).or_default().merge(l);
         }
         for (name, h) in &other.histograms {
             match self.histograms.get_mut(name) {

@@ -12,6 +12,7 @@ mod fleet;
 mod formats;
 mod giants;
 mod incremental;
+mod languages;
 mod plan;
 mod secrets;
 mod slurm_nodes;
