@@ -16,6 +16,10 @@ from spaCy 3.8.18's tokenizer for each language datatrove splits with `spacy.bla
                it, only after two capital or caseless letters (Arabic's rule)
       digit-period  a period after a digit is cut off (`1.` -> `1 .`; not in German)
       slash    a final slash is cut off (`lib/` -> `lib /`)
+      bracket  a bracket inside a word is cut off (`ab(cd` -> `ab ( cd`)
+      possessive  `'s` is cut off (`Tib's` -> `Tib 's`)
+      times    `*`, `+`, `^` between digits are cut off (`10*1024`)
+      slash-digit  a slash between a letter and a digit is cut off (`OS/2`)
 
 Usage: scripts/spacy_rules.py   (needs spacy==3.8.18)"""
 import os
@@ -32,6 +36,10 @@ PROBES = {
     "latin-period": ("Firefox.", 2),
     "digit-period": ("1.", 2),
     "slash": ("lib/", 2),
+    "bracket": ("ab(cd", 3),
+    "possessive": ("Tib's", 2),
+    "times": ("10*1024", 3),
+    "slash-digit": ("OS/2", 3),
 }
 
 

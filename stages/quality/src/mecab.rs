@@ -49,6 +49,8 @@ struct Dictionary {
     /// Where the tokens start and how many there are.
     tokens: usize,
     count: usize,
+    /// Where the feature strings start.
+    features: usize,
 }
 
 /// One dictionary entry's costs.
@@ -58,6 +60,9 @@ struct Token {
     right: u16,
     pos: u16,
     cost: i16,
+    /// Where its feature string starts in the system dictionary (`u32::MAX`: an
+    /// unknown word's, not kept).
+    feature: u32,
 }
 
 impl Dictionary {
@@ -87,6 +92,7 @@ impl Dictionary {
             units: dsize / 8,
             tokens: da + dsize,
             count: tsize / 16,
+            features: da + dsize + tsize,
             bytes,
         })
     }
@@ -148,6 +154,7 @@ impl Dictionary {
                 right: u16_at(&self.bytes, at + 2),
                 pos: u16_at(&self.bytes, at + 4),
                 cost: u16_at(&self.bytes, at + 6) as i16,
+                feature: u32_at(&self.bytes, at + 8),
             }
         })
     }
@@ -201,6 +208,7 @@ struct Node {
     right: u16,
     cost: i64,
     prev: u32,
+    feature: u32,
 }
 
 impl Mecab {
@@ -251,7 +259,14 @@ impl Mecab {
                     ),
                 )
             })?;
-            unknown.push(unk.tokens(value).collect());
+            unknown.push(
+                unk.tokens(value)
+                    .map(|t| Token {
+                        feature: u32::MAX,
+                        ..t
+                    })
+                    .collect(),
+            );
         }
         let space = names
             .iter()
@@ -339,6 +354,12 @@ impl Mecab {
 
     /// The words of one line of text (no newline inside), in order.
     pub fn words<'a>(&self, line: &'a str, out: &mut Vec<&'a str>) {
+        self.segment(line, |w, _| out.push(w));
+    }
+
+    /// The words of one line with each one's feature string (the dictionary's CSV
+    /// columns; empty for an unknown word), in order.
+    pub fn segment<'a>(&self, line: &'a str, mut f: impl FnMut(&'a str, &str)) {
         let s = line.as_bytes();
         if s.is_empty() {
             return;
@@ -352,6 +373,7 @@ impl Mecab {
             right: 0,
             cost: 0,
             prev: u32::MAX,
+            feature: u32::MAX,
         }];
         let mut ends: Vec<Vec<u32>> = vec![Vec::new(); s.len() + 1];
         ends[0].push(0);
@@ -371,6 +393,7 @@ impl Mecab {
                     right: token.right,
                     cost: 0,
                     prev: 0,
+                    feature: token.feature,
                 };
                 let penalty = if spaced {
                     self.space_penalty.get(&token.pos).copied().unwrap_or(0) as i64
@@ -402,6 +425,7 @@ impl Mecab {
             right: 0,
             cost: 0,
             prev: 0,
+            feature: u32::MAX,
         };
         let mut best = (i64::MAX, 0u32);
         for &l in ends[last].iter().rev() {
@@ -411,14 +435,28 @@ impl Mecab {
                 best = (c, l);
             }
         }
-        let first = out.len();
+        let mut path = Vec::new();
         let mut at = best.1;
         while at != 0 && at != u32::MAX {
-            let n = &nodes[at as usize];
-            out.push(&line[n.start as usize..n.end as usize]);
-            at = n.prev;
+            path.push(at);
+            at = nodes[at as usize].prev;
         }
-        out[first..].reverse();
+        for &i in path.iter().rev() {
+            let n = &nodes[i as usize];
+            f(
+                &line[n.start as usize..n.end as usize],
+                self.feature(n.feature),
+            );
+        }
+    }
+
+    fn feature(&self, at: u32) -> &str {
+        if at == u32::MAX {
+            return "";
+        }
+        let bytes = &self.sys.bytes[(self.sys.features + at as usize).min(self.sys.bytes.len())..];
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        std::str::from_utf8(&bytes[..end]).unwrap_or("")
     }
 
     /// The nodes starting at `pos`: (surface start, end, token, after a space).

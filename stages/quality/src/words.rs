@@ -38,6 +38,14 @@ pub struct Profile {
     digit_period: bool,
     /// A final slash is cut off (`lib/` → `lib /`).
     slash: bool,
+    /// A bracket inside a word is cut off (`ab(cd` → `ab ( cd`).
+    bracket: bool,
+    /// `'s` is cut off (`Tib's` → `Tib 's`).
+    possessive: bool,
+    /// `*`, `+`, `^` between digits are cut off.
+    times: bool,
+    /// A slash between a letter and a digit is cut off (`OS/2`).
+    slash_digit: bool,
 }
 
 impl Profile {
@@ -78,6 +86,10 @@ fn profiles() -> &'static HashMap<String, Profile> {
                 p.hyphen_upper = has("hyphen-upper");
                 p.digit_period = has("digit-period");
                 p.slash = has("slash");
+                p.bracket = has("bracket");
+                p.possessive = has("possessive");
+                p.times = has("times");
+                p.slash_digit = has("slash-digit");
                 p.elision = has("elision");
                 p.arabic = has("arabic");
                 p.period = has("latin-period");
@@ -470,12 +482,15 @@ fn split_chunk_in<'a>(chunk: &'a str, profile: Option<&Profile>, out: &mut Vec<&
             }
             if let Some(c) = s.chars().next()
                 && is_prefix(c)
+                && (profile.is_none() || c != '~')
             {
                 out.push(&s[..c.len_utf8()]);
                 s = &s[c.len_utf8()..];
                 continue;
             }
-            if let Some(stem) = strip_possessive(s) {
+            if profile.is_none_or(|p| p.possessive)
+                && let Some(stem) = strip_possessive(s)
+            {
                 tail.push(&s[stem.len()..]);
                 s = stem;
                 continue;
@@ -522,16 +537,55 @@ fn split_chunk_in<'a>(chunk: &'a str, profile: Option<&Profile>, out: &mut Vec<&
                 break;
             }
         }
-        let hyphen = match profile {
-            None => Hyphen::English,
-            Some(p) if p.hyphen_upper => Hyphen::Letters,
-            Some(p) if p.hyphen => Hyphen::BeforeLower,
-            Some(_) => Hyphen::Never,
+        let infixes = match profile {
+            None => Infixes::ENGLISH,
+            Some(p) => Infixes {
+                hyphen: if p.hyphen_upper {
+                    Hyphen::Letters
+                } else if p.hyphen {
+                    Hyphen::BeforeLower
+                } else {
+                    Hyphen::Never
+                },
+                bracket: p.bracket,
+                times: p.times,
+                slash_digit: p.slash_digit,
+                ellipsis: true,
+                period: true,
+            },
         };
-        split_infixes(s, hyphen, out);
+        split_infixes(s, infixes, out);
         break;
     }
     out.extend(tail.into_iter().rev());
+}
+
+/// What [`split_infixes`] cuts inside a word.
+#[derive(Clone, Copy)]
+struct Infixes {
+    hyphen: Hyphen,
+    /// Brackets after a letter or digit, before a letter (`ioctl(int`, not `info(1`).
+    bracket: bool,
+    /// `+ * ^` between digits.
+    times: bool,
+    /// A slash between a letter and a digit.
+    slash_digit: bool,
+    /// An ellipsis (`…`, `..`) between anything.
+    ellipsis: bool,
+    /// A period between a lowercase letter and a capital (`ab.Cd`).
+    period: bool,
+}
+
+impl Infixes {
+    /// spaCy's English infixes, as this module has always cut them.
+    const ENGLISH: Infixes = Infixes {
+        hyphen: Hyphen::English,
+        bracket: false,
+        times: true,
+        slash_digit: false,
+        ellipsis: false,
+        period: false,
+    };
 }
 
 /// When a hyphen between words is cut off.
@@ -655,10 +709,11 @@ fn contraction(s: &str) -> Option<(&str, &str)> {
 
 /// Splits hyphens, slashes, commas and colons between letters, and `+ - * ^` between
 /// digits, keeping the separator as its own word.
-fn split_infixes<'a>(s: &'a str, hyphen: Hyphen, out: &mut Vec<&'a str>) {
+fn split_infixes<'a>(s: &'a str, x: Infixes, out: &mut Vec<&'a str>) {
     // Most words hold no separator at all.
     if !s.contains([
-        '-', '–', '—', '~', '/', ':', '<', '>', '=', ',', '+', '*', '^',
+        '-', '–', '—', '~', '/', ':', '<', '>', '=', ',', '+', '*', '^', '(', ')', '[', ']', '{',
+        '}', '…', '.',
     ]) {
         out.push(s);
         return;
@@ -672,16 +727,27 @@ fn split_infixes<'a>(s: &'a str, hyphen: Hyphen, out: &mut Vec<&'a str>) {
         let between_letters = prev.is_alphabetic() && next.is_alphabetic();
         let split = match c {
             '-' | '–' | '—' | '~' => {
-                (match hyphen {
+                (match x.hyphen {
                     Hyphen::English => prev.is_alphanumeric() && next.is_alphabetic(),
                     Hyphen::Letters => prev.is_alphabetic() && next.is_alphabetic(),
                     Hyphen::BeforeLower => prev.is_alphabetic() && next.is_lowercase(),
                     Hyphen::Never => false,
                 }) || (prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-'))
             }
-            '/' | ':' | '<' | '>' | '=' => (prev.is_alphanumeric()) && next.is_alphabetic(),
+            '/' => {
+                (prev.is_alphanumeric() && next.is_alphabetic())
+                    || (x.slash_digit && prev.is_alphabetic() && next.is_ascii_digit())
+            }
+            ':' | '<' | '>' | '=' => (prev.is_alphanumeric()) && next.is_alphabetic(),
             ',' => between_letters,
-            '+' | '*' | '^' => prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-'),
+            '+' | '*' | '^' => {
+                x.times && prev.is_ascii_digit() && (next.is_ascii_digit() || next == '-')
+            }
+            '(' | ')' | '[' | ']' | '{' | '}' => {
+                x.bracket && prev.is_alphanumeric() && next.is_alphabetic()
+            }
+            '…' => x.ellipsis,
+            '.' => x.period && prev.is_lowercase() && next.is_uppercase(),
             _ => false,
         };
         if split && i >= start {
@@ -799,6 +865,20 @@ mod profile_tests {
         assert_eq!(
             words("ru", "см. ip6-dotint бело-красный"),
             ["см.", "ip6-dotint", "бело", "-", "красный"]
+        );
+        assert_eq!(
+            words("de", "ioctl(int info(1) OS/2 ~/.ssh lib/ 1. Tib's"),
+            [
+                "ioctl", "(", "int", "info(1", ")", "OS", "/", "2", "~/.ssh", "lib", "/", "1.",
+                "Tib's"
+            ]
+        );
+        assert_eq!(
+            words("ru", "2.2. i.e. 90° Script-Fu 10*1024 ab…cd"),
+            [
+                "2.2", ".", "i.e", ".", "90", "°", "Script", "-", "Fu", "10", "*", "1024", "ab",
+                "…", "cd"
+            ]
         );
     }
 }
