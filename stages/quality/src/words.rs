@@ -12,7 +12,7 @@
 //! (a CJK document of 50 characters has 50 "words").
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use pipeline::text::unspaced;
 
@@ -50,36 +50,38 @@ pub struct Profile {
 
 impl Profile {
     /// The profile of spaCy's tokenizer for `code` (`de`), `None` for a code it lacks.
+    /// Each language's is read from the table the first time it is asked for.
     pub fn of(code: &str) -> Option<&'static Profile> {
-        profiles().get(code)
+        static PROFILES: Mutex<Option<HashMap<String, Option<&'static Profile>>>> =
+            Mutex::new(None);
+        let mut guard = PROFILES.lock().unwrap_or_else(|e| e.into_inner());
+        let map = guard.get_or_insert_with(HashMap::new);
+        if let Some(p) = map.get(code) {
+            return *p;
+        }
+        let p = Profile::parse(code).map(|p| &*Box::leak(Box::new(p)));
+        map.insert(code.to_string(), p);
+        p
     }
 
-    /// `code` as the `'static` key of its profile.
-    pub fn code(code: &str) -> Option<&'static str> {
-        profiles().get_key_value(code).map(|(k, _)| k.as_str())
-    }
-}
-
-fn profiles() -> &'static HashMap<String, Profile> {
-    static PROFILES: OnceLock<HashMap<String, Profile>> = OnceLock::new();
-    PROFILES.get_or_init(|| {
-        let mut shared: HashMap<String, Vec<String>> = HashMap::new();
-        let mut by: HashMap<String, Profile> = HashMap::new();
+    /// `code`'s rows of `pipeline/data/spacy-rules.tsv`, and the shared ones.
+    fn parse(code: &str) -> Option<Profile> {
+        let mut p = Profile::default();
+        let mut found = false;
         for line in pipeline::languages::SPACY_RULES.lines() {
-            if line.starts_with('#') {
+            let Some((c, rest)) = line.split_once('\t') else {
+                continue;
+            };
+            if c != code && c != "*" {
                 continue;
             }
-            let mut cells = line.split('\t');
-            let (Some(code), Some(word)) = (cells.next(), cells.next()) else {
+            let mut cells = rest.split('\t');
+            let Some(word) = cells.next() else {
                 continue;
             };
             let pieces: Vec<String> = cells.map(String::from).collect();
-            if code == "*" {
-                shared.insert(word.to_string(), pieces);
-                continue;
-            }
-            let p = by.entry(code.to_string()).or_default();
             if word == "!flags" {
+                found = true;
                 let flags = pieces.first().map(String::as_str).unwrap_or("");
                 let has = |f: &str| flags.split(',').any(|x| x == f);
                 p.hyphen = has("hyphen");
@@ -97,13 +99,8 @@ fn profiles() -> &'static HashMap<String, Profile> {
                 p.rules.insert(word.to_string(), pieces);
             }
         }
-        for p in by.values_mut() {
-            for (k, v) in &shared {
-                p.rules.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
-        by
-    })
+        found.then_some(p)
+    }
 }
 
 impl Profile {

@@ -1,0 +1,436 @@
+//! Thai words as PyThaiNLP 5.4's `newmm-safe` cuts them (datatrove's Thai tokenizer):
+//! dictionary maximal matching over Thai Character Cluster boundaries, the fewest words
+//! between two unambiguous points, out-of-dictionary runs up to the next place a
+//! dictionary word of three or more characters (or a non-Thai run) starts, long texts
+//! cut in chunks first; then formatted numbers rejoined and whitespace dropped, as its
+//! `word_tokenize` does. The dictionary is PyThaiNLP's `words_th.txt`, cached by
+//! `scripts/fetch-models.sh` as `pythainlp-words_th.txt` in the models folder.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::path::Path;
+
+use regex::Regex;
+
+/// The graph of candidate words grows to this many edges before it is cut.
+const MAX_GRAPH_SIZE: usize = 50;
+/// Safe mode: texts of this many characters or more are cut in chunks, at a space or a
+/// long word between characters 100 and 140.
+const SCAN_BEGIN: usize = 100;
+const SCAN_END: usize = 140;
+
+/// A dictionary: a character trie.
+pub struct Thai {
+    children: HashMap<(u32, char), u32>,
+    ends: Vec<bool>,
+    tcc: Regex,
+    /// The TCC alternatives after each of the two with a look-ahead, tried when that
+    /// look-ahead fails.
+    tcc_after: [Regex; 2],
+    /// Which capture groups are the look-ahead alternatives, and the group of their
+    /// final optional cluster.
+    lookahead: [(usize, usize); 2],
+    nonthai: Regex,
+}
+
+/// PyThaiNLP's TCC rules, in order (`tcc_p.py`): `c` a consonant, `t` an optional tone
+/// mark, `k` an optional final cluster, `d` a lower vowel; `L` marks the look-ahead
+/// `(?=[เ-ไก-ฮ]|$)`.
+const TCC_RULES: [&str; 30] = [
+    "เc็ck",
+    "เcctาะk",
+    "เccีtยะk",
+    "เccีtยLk",
+    "เcc็ck",
+    "เcิc์ck",
+    "เcิtck",
+    "เcีtยะ?k",
+    "เcืtอะ?k",
+    "เc[ิีุู]tยLk",
+    "เctา?ะ?k",
+    "cัtวะk",
+    "c[ัื]tc[ุิะ]?k",
+    "c[ิุู]์",
+    "c[ะ-ู]tk",
+    "cรรc์",
+    "c็",
+    "ct[ะาำ]?k",
+    "ck",
+    "แc็c",
+    "แcc์",
+    "แctะ",
+    "แcc็c",
+    "แccc์",
+    "โctะ",
+    "[เ-ไ]ct",
+    "ก็",
+    "อึ",
+    "หึ",
+    "",
+];
+
+fn expand(rule: &str) -> String {
+    rule.replace('k', "(?:cc?[dิ]?[์])?")
+        .replace('c', "[ก-ฮ]")
+        .replace('t', "[่-๋]?")
+        .replace('d', "ูุ")
+}
+
+impl Thai {
+    /// Reads the word list at `path` (one word per line).
+    pub fn open(path: &Path) -> Result<Thai, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let mut children = HashMap::new();
+        let mut ends = vec![false];
+        for word in text.lines().filter(|l| !l.is_empty()) {
+            let mut node = 0u32;
+            for c in word.chars() {
+                let next = ends.len() as u32;
+                node = *children.entry((node, c)).or_insert_with(|| {
+                    ends.push(false);
+                    next
+                });
+            }
+            ends[node as usize] = true;
+        }
+        if ends.len() < 1000 {
+            return Err(format!("{}: not PyThaiNLP's word list", path.display()));
+        }
+        let rules: Vec<&str> = TCC_RULES
+            .iter()
+            .copied()
+            .filter(|r| !r.is_empty())
+            .collect();
+        // Each rule a group; a look-ahead rule's final cluster a group of its own.
+        let mut groups = 0;
+        let mut lookahead = Vec::new();
+        let mut parts = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            groups += 1;
+            let group = groups;
+            let part = if let Some((head, tail)) = r.split_once('L') {
+                groups += 1;
+                lookahead.push((group, groups, i));
+                format!("({}({}))", expand(head), expand(tail))
+            } else {
+                format!("({})", expand(r))
+            };
+            parts.push(part);
+        }
+        let compile = |alts: &[String]| {
+            Regex::new(&format!("^(?:{})", alts.join("|"))).map_err(|e| format!("TCC rules: {e}"))
+        };
+        let tcc = compile(&parts)?;
+        let after = |i: usize| {
+            let rest: Vec<String> = rules[i + 1..]
+                .iter()
+                .map(|r| format!("(?:{})", expand(&r.replace('L', ""))))
+                .collect();
+            compile(&rest)
+        };
+        let (a, b) = (lookahead[0], lookahead[1]);
+        Ok(Thai {
+            children,
+            ends,
+            tcc,
+            tcc_after: [after(a.2)?, after(b.2)?],
+            lookahead: [(a.0, a.1), (b.0, b.1)],
+            nonthai: Regex::new(
+                r"^(?:[-a-zA-Z]+|\d+(?:[,\.]\d+)*|[ \t]+|\r?\n|[^\x{0E00}-\x{0E7F} \t\r\n]+)",
+            )
+            .map_err(|e| e.to_string())?,
+        })
+    }
+
+    /// The lengths (in characters) of the dictionary words that start `chars`, shortest
+    /// first.
+    fn prefixes(&self, chars: &[char], out: &mut Vec<usize>) {
+        out.clear();
+        let mut node = 0u32;
+        for (i, &c) in chars.iter().enumerate() {
+            match self.children.get(&(node, c)) {
+                Some(&n) => {
+                    node = n;
+                    if self.ends[n as usize] {
+                        out.push(i + 1);
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// The length in bytes of the TCC at the start of `s` (0: none).
+    fn cluster(&self, s: &str) -> usize {
+        let Some(caps) = self.tcc.captures(s) else {
+            return 0;
+        };
+        for (k, &(rule, cluster)) in self.lookahead.iter().enumerate() {
+            if let Some(m) = caps.get(rule) {
+                let empty = caps.get(cluster).is_none_or(|c| c.is_empty());
+                let next = s[m.end()..].chars().next();
+                let ok = !empty || next.is_none_or(|c| matches!(c, 'เ'..='ไ' | 'ก'..='ฮ'));
+                if ok {
+                    return m.end();
+                }
+                return self.tcc_after[k].find(s).map_or(0, |m| m.end());
+            }
+        }
+        caps.get(0).map_or(0, |m| m.end())
+    }
+
+    /// Which positions (in characters) of `text` end a TCC.
+    fn boundaries(&self, text: &str, n: usize) -> Vec<bool> {
+        let mut valid = vec![false; n + 1];
+        let (mut byte, mut pos) = (0, 0);
+        while byte < text.len() {
+            let len = match self.cluster(&text[byte..]) {
+                0 => text[byte..].chars().next().map_or(1, char::len_utf8),
+                l => l,
+            };
+            pos += text[byte..byte + len].chars().count();
+            byte += len;
+            valid[pos] = true;
+        }
+        valid
+    }
+
+    /// Words of `text` (character spans), newmm's `_onecut`.
+    fn onecut(&self, text: &str, out: &mut Vec<(usize, usize)>) {
+        let chars: Vec<char> = text.chars().collect();
+        let n = chars.len();
+        let valid = self.boundaries(text, n);
+        let mut graph: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut graph_size = 0;
+        let mut heap: BinaryHeap<Reverse<usize>> = BinaryHeap::from([Reverse(0)]);
+        let mut queued: Vec<bool> = vec![false; n + 1];
+        queued[0] = true;
+        let mut end_pos = 0;
+        let mut found = Vec::new();
+        while let Some(&Reverse(top)) = heap.peek() {
+            if top >= n {
+                break;
+            }
+            heap.pop();
+            queued[top] = false;
+            let begin = top;
+            self.prefixes(&chars[begin..], &mut found);
+            for &len in &found {
+                let end = begin + len;
+                if valid[end] {
+                    graph.entry(begin).or_default().push(end);
+                    graph_size += 1;
+                    if !queued[end] {
+                        queued[end] = true;
+                        heap.push(Reverse(end));
+                    }
+                    if graph_size > MAX_GRAPH_SIZE {
+                        break;
+                    }
+                }
+            }
+            match heap.len() {
+                1 => {
+                    let goal = heap.peek().map_or(n, |r| r.0);
+                    let path = bfs(&graph, end_pos, goal);
+                    graph_size = 0;
+                    graph.clear();
+                    for pos in path.into_iter().skip(1) {
+                        out.push((end_pos, pos));
+                        end_pos = pos;
+                    }
+                }
+                0 => {
+                    end_pos = self.skip_end(text, &chars, begin, &valid);
+                    graph_size = 0;
+                    graph.clear();
+                    out.push((begin, end_pos));
+                    queued[end_pos.min(n)] = true;
+                    heap.push(Reverse(end_pos));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Where an out-of-dictionary word starting at `begin` ends (`_find_skip_end`).
+    fn skip_end(&self, text: &str, chars: &[char], begin: usize, valid: &[bool]) -> usize {
+        let byte_at = |pos: usize| chars[..pos].iter().map(|c| c.len_utf8()).sum::<usize>();
+        if let Some(m) = self.nonthai.find(&text[byte_at(begin)..]) {
+            return begin
+                + text[byte_at(begin)..byte_at(begin) + m.end()]
+                    .chars()
+                    .count();
+        }
+        let mut found = Vec::new();
+        let mut byte = byte_at(begin + 1);
+        for pos in begin + 1..chars.len() {
+            if valid[pos] {
+                self.prefixes(&chars[pos..], &mut found);
+                let word = found.iter().any(|&len| {
+                    valid[pos + len]
+                        && !(len <= 2
+                            && chars[pos..pos + len]
+                                .iter()
+                                .all(|c| ('ก'..='ฮ').contains(c)))
+                });
+                if word || self.nonthai.is_match(&text[byte..]) {
+                    return pos;
+                }
+            }
+            byte += chars[pos].len_utf8();
+        }
+        chars.len()
+    }
+
+    /// The words of `text`, as datatrove's `ThaiTokenizer` gives them.
+    pub fn words<'a>(&self, text: &'a str, out: &mut Vec<&'a str>) {
+        let mut spans = Vec::new();
+        let mut chunk_start = 0;
+        for chunk in chunks(self, text) {
+            spans.clear();
+            self.onecut(chunk, &mut spans);
+            let offsets: Vec<usize> = chunk
+                .char_indices()
+                .map(|(i, _)| i)
+                .chain(std::iter::once(chunk.len()))
+                .collect();
+            let base = chunk_start;
+            let mut tokens: Vec<&'a str> = spans
+                .iter()
+                .map(|&(a, b)| &text[base + offsets[a]..base + offsets[b]])
+                .collect();
+            out.append(&mut tokens);
+            chunk_start += chunk.len();
+        }
+        let joined = rejoin_numbers(text, std::mem::take(out));
+        out.extend(joined.into_iter().filter(|w| !w.trim().is_empty()));
+    }
+}
+
+/// newmm's breadth-first search: the first path from `start` to `goal`, fewest words.
+fn bfs(graph: &HashMap<usize, Vec<usize>>, start: usize, goal: usize) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut queue = VecDeque::from([(start, vec![start])]);
+    while let Some((vertex, path)) = queue.pop_front() {
+        for &pos in graph.get(&vertex).map_or(&[][..], Vec::as_slice) {
+            if pos == goal {
+                let mut p = path.clone();
+                p.push(pos);
+                return p;
+            }
+            if seen.insert(pos) {
+                let mut p = path.clone();
+                p.push(pos);
+                queue.push_back((pos, p));
+            }
+        }
+    }
+    vec![start, goal]
+}
+
+/// Safe mode's chunks of `text`: while 140 characters or more are left, a cut at the
+/// last space between characters 100 and 140, else before the longest word there.
+fn chunks<'a>(thai: &Thai, text: &'a str) -> Vec<&'a str> {
+    // Byte offset of every character, and the end.
+    let offsets: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    let n = offsets.len() - 1;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while n - start >= SCAN_END {
+        let sample = &text[offsets[start + SCAN_BEGIN]..offsets[start + SCAN_END]];
+        let cut = match sample.rfind(' ') {
+            Some(b) => SCAN_BEGIN + sample[..b].chars().count() + 1,
+            None => {
+                let mut spans = Vec::new();
+                thai.onecut(sample, &mut spans);
+                let (mut best, mut best_len) = (0, 0);
+                for (i, &(a, b)) in spans.iter().enumerate() {
+                    if b - a >= best_len {
+                        (best, best_len) = (i, b - a);
+                    }
+                }
+                SCAN_BEGIN + spans[..best].iter().map(|&(a, b)| b - a).sum::<usize>()
+            }
+        };
+        out.push(&text[offsets[start]..offsets[start + cut]]);
+        start += cut;
+    }
+    if start < n {
+        out.push(&text[offsets[start]..]);
+    }
+    out
+}
+
+/// PyThaiNLP's `rejoin_formatted_num`: the words spanning a formatted number
+/// (`\d+(?:[:,.]\d+)+`, times, decimals, addresses) become one.
+fn rejoin_numbers<'a>(text: &'a str, words: Vec<&'a str>) -> Vec<&'a str> {
+    let spans = formatted_numbers(text);
+    if spans.is_empty() {
+        return words;
+    }
+    let mut out = Vec::with_capacity(words.len());
+    let mut pos = 0;
+    let mut i = 0;
+    let mut next = spans.into_iter().peekable();
+    while i < words.len() {
+        let Some(&(start, end)) = next.peek() else {
+            break;
+        };
+        if pos >= start {
+            let from = pos;
+            while pos < end && i < words.len() {
+                pos += words[i].len();
+                i += 1;
+            }
+            if pos > from {
+                out.push(&text[from..pos]);
+            }
+            next.next();
+        } else {
+            out.push(words[i]);
+            pos += words[i].len();
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&words[i..]);
+    out
+}
+
+/// The byte spans of `\d+(?:[:,.]\d+)+` in `text` (Unicode digits, as Python's `\d`).
+fn formatted_numbers(text: &str) -> Vec<(usize, usize)> {
+    let digit = |c: char| c.is_ascii_digit() || ('๐'..='๙').contains(&c);
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !digit(chars[i].1) {
+            i += 1;
+            continue;
+        }
+        let start = chars[i].0;
+        let mut j = i;
+        while j < chars.len() && digit(chars[j].1) {
+            j += 1;
+        }
+        let mut groups = 0;
+        while j + 1 < chars.len() && matches!(chars[j].1, ':' | ',' | '.') && digit(chars[j + 1].1)
+        {
+            j += 1;
+            while j < chars.len() && digit(chars[j].1) {
+                j += 1;
+            }
+            groups += 1;
+        }
+        if groups > 0 {
+            out.push((start, chars.get(j).map_or(text.len(), |c| c.0)));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
