@@ -7,7 +7,7 @@
 # all addresses (moto takes one -H) and TOKENMILL_TEST_S3_NODE_ENDPOINT is the
 # endpoint for them (their AWS_ENDPOINT_URL).
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if ! python3 -c 'import importlib.metadata as m; assert m.version("moto") == "5.1.22" and m.version("fasttext-predict") == "0.9.2.4" and m.version("datatrove") == "0.10.1" and m.version("transformers") == "5.24.0" and m.version("tokenizers") == "0.23.3" and m.version("kubernetes-validate") == "1.37.0"' 2>/dev/null; then
+if ! python3 -c 'import importlib.metadata as m; assert m.version("moto") == "5.1.22" and m.version("fasttext-predict") == "0.9.2.4" and m.version("datatrove") == "0.10.1" and m.version("transformers") == "5.24.0" and m.version("tokenizers") == "0.23.3" and m.version("kubernetes-validate") == "1.37.0" and m.version("kiwipiepy") == "0.21.0" and m.version("pythainlp") == "5.4.0" and m.version("sudachidict-core") == "20261015"' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check -r "$here/requirements-test.txt"
 fi
 s3_host=127.0.0.1

@@ -70,8 +70,11 @@ impl Segmenter {
             Some(("IndicNLPTokenizer", code)) if code != "ur" => Segmenter::Indic,
             Some(("KiwiTokenizer", _)) => Segmenter::Korean,
             // English: the English rules the stage runs without a table.
-            // (A code the rules table lacks splits as English: [`Profile::of`].)
-            Some(("SpaCyTokenizer", code)) if code != "en" => Segmenter::Spacy(code),
+            // Vietnamese (pyvi's words) and codes the rules table lacks split as
+            // English ([`Profile::of`]).
+            Some(("SpaCyTokenizer", code)) if code != "en" && code != "vi" => {
+                Segmenter::Spacy(code)
+            }
             _ => Segmenter::Spaced,
         }
     }

@@ -20,9 +20,18 @@ const SCAN_BEGIN: usize = 100;
 const SCAN_END: usize = 140;
 
 /// A dictionary: a character trie.
+/// The trie's edges while it is built: (node, character) → node.
+type Edges = HashMap<(u32, char), u32, foldhash::fast::FixedState>;
+
 pub struct Thai {
-    children: HashMap<(u32, char), u32>,
+    /// Each node's edges: `edges[first..first + n]`, sorted by character.
+    nodes: Vec<(u32, u32)>,
+    edges: Vec<(char, u32)>,
+    /// The root's children by Thai character (U+0E00 to U+0E7F), `u32::MAX` for none.
+    root: [u32; 128],
     ends: Vec<bool>,
+    /// The TCC rules without capture groups or look-aheads, for the common case.
+    tcc_fast: Regex,
     tcc: Regex,
     /// The TCC alternatives after each of the two with a look-ahead, tried when that
     /// look-ahead fails.
@@ -81,7 +90,7 @@ impl Thai {
     pub fn open(path: &Path) -> Result<Thai, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        let mut children = HashMap::new();
+        let mut children = Edges::default();
         let mut ends = vec![false];
         for word in text.lines().filter(|l| !l.is_empty()) {
             let mut node = 0u32;
@@ -122,6 +131,11 @@ impl Thai {
             Regex::new(&format!("^(?:{})", alts.join("|"))).map_err(|e| format!("TCC rules: {e}"))
         };
         let tcc = compile(&parts)?;
+        let plain: Vec<String> = rules
+            .iter()
+            .map(|r| format!("(?:{})", expand(&r.replace('L', ""))))
+            .collect();
+        let tcc_fast = compile(&plain)?;
         let after = |i: usize| {
             let rest: Vec<String> = rules[i + 1..]
                 .iter()
@@ -130,9 +144,32 @@ impl Thai {
             compile(&rest)
         };
         let (a, b) = (lookahead[0], lookahead[1]);
+        // The edges laid out by node, each node's sorted by character.
+        let mut all: Vec<(u32, char, u32)> =
+            children.into_iter().map(|((n, c), t)| (n, c, t)).collect();
+        all.sort_unstable();
+        let mut nodes = vec![(0u32, 0u32); ends.len()];
+        for (i, &(n, _, _)) in all.iter().enumerate() {
+            let slot = &mut nodes[n as usize];
+            if slot.1 == 0 {
+                slot.0 = i as u32;
+            }
+            slot.1 += 1;
+        }
+        let edges: Vec<(char, u32)> = all.iter().map(|&(_, c, t)| (c, t)).collect();
+        let mut root = [u32::MAX; 128];
+        let (first, n) = nodes[0];
+        for &(c, t) in &edges[first as usize..(first + n) as usize] {
+            if let Some(i) = (c as u32).checked_sub(0x0E00).filter(|&i| i < 128) {
+                root[i as usize] = t;
+            }
+        }
         Ok(Thai {
-            children,
+            nodes,
+            edges,
+            root,
             ends,
+            tcc_fast,
             tcc,
             tcc_after: [after(a.2)?, after(b.2)?],
             lookahead: [(a.0, a.1), (b.0, b.1)],
@@ -149,8 +186,8 @@ impl Thai {
         out.clear();
         let mut node = 0u32;
         for (i, &c) in chars.iter().enumerate() {
-            match self.children.get(&(node, c)) {
-                Some(&n) => {
+            match self.child(node, c) {
+                Some(n) => {
                     node = n;
                     if self.ends[n as usize] {
                         out.push(i + 1);
@@ -161,8 +198,35 @@ impl Thai {
         }
     }
 
+    /// The child of `node` by `c`.
+    fn child(&self, node: u32, c: char) -> Option<u32> {
+        if node == 0
+            && let Some(i) = (c as u32).checked_sub(0x0E00).filter(|&i| i < 128)
+        {
+            return Some(self.root[i as usize]).filter(|&t| t != u32::MAX);
+        }
+        let (first, n) = self.nodes[node as usize];
+        let edges = &self.edges[first as usize..(first + n) as usize];
+        if edges.len() <= 8 {
+            edges.iter().find(|e| e.0 == c).map(|e| e.1)
+        } else {
+            edges
+                .binary_search_by_key(&c, |e| e.0)
+                .ok()
+                .map(|i| edges[i].1)
+        }
+    }
+
     /// The length in bytes of the TCC at the start of `s` (0: none).
     fn cluster(&self, s: &str) -> usize {
+        let Some(m) = self.tcc_fast.find(s) else {
+            return 0;
+        };
+        // Only the two look-ahead rules hold `ย`: otherwise the first rule that
+        // matches is the one found.
+        if !m.as_str().contains('ย') {
+            return m.end();
+        }
         let Some(caps) = self.tcc.captures(s) else {
             return 0;
         };
@@ -200,6 +264,11 @@ impl Thai {
     fn onecut(&self, text: &str, out: &mut Vec<(usize, usize)>) {
         let chars: Vec<char> = text.chars().collect();
         let n = chars.len();
+        let bytes: Vec<usize> = text
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(text.len()))
+            .collect();
         let valid = self.boundaries(text, n);
         let mut graph: HashMap<usize, Vec<usize>> = HashMap::new();
         let mut graph_size = 0;
@@ -242,7 +311,7 @@ impl Thai {
                     }
                 }
                 0 => {
-                    end_pos = self.skip_end(text, &chars, begin, &valid);
+                    end_pos = self.skip_end(text, &chars, &bytes, begin, &valid);
                     graph_size = 0;
                     graph.clear();
                     out.push((begin, end_pos));
@@ -254,17 +323,20 @@ impl Thai {
         }
     }
 
-    /// Where an out-of-dictionary word starting at `begin` ends (`_find_skip_end`).
-    fn skip_end(&self, text: &str, chars: &[char], begin: usize, valid: &[bool]) -> usize {
-        let byte_at = |pos: usize| chars[..pos].iter().map(|c| c.len_utf8()).sum::<usize>();
-        if let Some(m) = self.nonthai.find(&text[byte_at(begin)..]) {
-            return begin
-                + text[byte_at(begin)..byte_at(begin) + m.end()]
-                    .chars()
-                    .count();
+    /// Where an out-of-dictionary word starting at `begin` ends (`_find_skip_end`);
+    /// `bytes[i]` is where character `i` starts.
+    fn skip_end(
+        &self,
+        text: &str,
+        chars: &[char],
+        bytes: &[usize],
+        begin: usize,
+        valid: &[bool],
+    ) -> usize {
+        if let Some(m) = self.nonthai.find(&text[bytes[begin]..]) {
+            return begin + text[bytes[begin]..bytes[begin] + m.end()].chars().count();
         }
         let mut found = Vec::new();
-        let mut byte = byte_at(begin + 1);
         for pos in begin + 1..chars.len() {
             if valid[pos] {
                 self.prefixes(&chars[pos..], &mut found);
@@ -275,11 +347,10 @@ impl Thai {
                                 .iter()
                                 .all(|c| ('ก'..='ฮ').contains(c)))
                 });
-                if word || self.nonthai.is_match(&text[byte..]) {
+                if word || self.nonthai.is_match(&text[bytes[pos]..]) {
                     return pos;
                 }
             }
-            byte += chars[pos].len_utf8();
         }
         chars.len()
     }
