@@ -9,6 +9,9 @@
 #                   quality's Japanese word segmenter.
 #   pythainlp-words_th.txt — PyThaiNLP 5.4.0's Thai word list (Apache-2.0): quality's
 #                   Thai word segmenter (newmm).
+#   pyvi-crf.txt, pyvi-words.txt — pyvi 0.1.1's CRF (a text dump of its weights, made
+#                   with python-crfsuite 0.9.12) and word list (MIT): quality's
+#                   Vietnamese word segmenter.
 # Prints nothing on success when the models are already there; `--print-dir` prints
 # the models folder and exits.
 set -euo pipefail
@@ -59,6 +62,49 @@ PY
   fi
   mv "$thai.part" "$thai"
   echo "cached $thai" >&2
+fi
+
+vi_crf="$dest/pyvi-crf.txt"
+vi_words="$dest/pyvi-words.txt"
+if ! { [ -f "$vi_crf" ] && [ -f "$vi_words" ]; }; then
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: -d "$tmp" pyvi==0.1.1
+  if ! echo "e5e9e0e40ea1a556af12646c6b754f065342c86f1dfe84785ba926e1190c0bb7  $(ls "$tmp"/pyvi-0.1.1-*.whl)" |
+    sha256sum --check --status; then
+    echo "pyvi 0.1.1 from PyPI has an unexpected SHA-256" >&2
+    exit 1
+  fi
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --only-binary=:all: --target "$tmp/crfsuite" python-crfsuite==0.9.12
+  PYTHONPATH="$tmp/crfsuite" python3 - "$tmp" "$vi_crf.part" "$vi_words.part" <<'PY'
+import glob, pickle, sys, zipfile
+import pycrfsuite
+
+class Stub:
+    """Stands for sklearn_crfsuite's classes: only the model's bytes are wanted."""
+    def __init__(self, *args, **kwargs):
+        pass
+    def __setstate__(self, state):
+        self.__dict__["state"] = state
+
+class Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module.startswith(("sklearn_crfsuite", "pycrfsuite", "sklearn")):
+            return Stub
+        return super().find_class(module, name)
+
+wheel = glob.glob(sys.argv[1] + "/pyvi-0.1.1-*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    crf = Unpickler(z.open("pyvi/models/pyvi3.pkl")).load()
+    open(sys.argv[3], "wb").write(z.read("pyvi/models/words.txt"))
+model = crf.state["modelfile"].state["__FILE_RESOURCE_DATA__"]
+tagger = pycrfsuite.Tagger()
+tagger.open_inmemory(model)
+tagger.dump(sys.argv[2])
+PY
+  mv "$vi_crf.part" "$vi_crf"
+  mv "$vi_words.part" "$vi_words"
+  echo "cached $vi_crf, $vi_words" >&2
 fi
 
 # A MeCab dictionary from a PyPI source archive: NAME VERSION SHA256 FOLDER-INSIDE.

@@ -13,6 +13,7 @@ mod punctuation;
 pub mod rules;
 pub mod segment;
 mod thai;
+mod vietnamese;
 pub mod words;
 
 use std::collections::HashMap;

@@ -24,6 +24,7 @@ use icu_segmenter::options::WordBreakInvariantOptions;
 
 use crate::mecab::Mecab;
 use crate::thai::Thai;
+use crate::vietnamese::Vietnamese;
 use crate::words::{Profile, split_words, split_words_in};
 
 /// How a language's text is split into words.
@@ -46,6 +47,9 @@ pub enum Segmenter {
     /// Thai: PyThaiNLP's newmm ([`crate::thai`]) with its word list (cached by
     /// `scripts/fetch-models.sh` as `pythainlp-words_th.txt`), as datatrove cuts Thai.
     Thai,
+    /// Vietnamese words: pyvi's CRF ([`crate::vietnamese`]) as spaCy's Vietnamese
+    /// tokenizer runs it (model dumped by `scripts/fetch-models.sh`).
+    Vietnamese,
     /// Japanese short units: MeCab's lattice search on UniDic (PyPI's `unidic-lite`
     /// 1.0.8, cached as `unidic-lite/`), as SudachiPy's mode A cuts: both are UniDic's
     /// short-unit words.
@@ -70,11 +74,9 @@ impl Segmenter {
             Some(("IndicNLPTokenizer", code)) if code != "ur" => Segmenter::Indic,
             Some(("KiwiTokenizer", _)) => Segmenter::Korean,
             // English: the English rules the stage runs without a table.
-            // Vietnamese (pyvi's words) and codes the rules table lacks split as
-            // English ([`Profile::of`]).
-            Some(("SpaCyTokenizer", code)) if code != "en" && code != "vi" => {
-                Segmenter::Spacy(code)
-            }
+            Some(("SpaCyTokenizer", "vi")) => Segmenter::Vietnamese,
+            // Codes the rules table lacks split as English ([`Profile::of`]).
+            Some(("SpaCyTokenizer", code)) if code != "en" => Segmenter::Spacy(code),
             _ => Segmenter::Spaced,
         }
     }
@@ -89,6 +91,7 @@ impl Segmenter {
             Segmenter::Korean => "mecab-ko-dic",
             Segmenter::Japanese => "unidic-lite",
             Segmenter::Thai => "newmm",
+            Segmenter::Vietnamese => "pyvi-crf",
             Segmenter::Spacy(_) => "spacy-rules",
         }
     }
@@ -114,6 +117,16 @@ impl Segmenter {
                 let thai = thai().map_err(|_| UNREADABLE_DICTIONARY)?;
                 let mut words = Vec::with_capacity(text.len() / 8);
                 thai.words(text, &mut words);
+                f(&words)
+            }
+            Segmenter::Vietnamese => {
+                let vi = vietnamese().map_err(|_| UNREADABLE_DICTIONARY)?;
+                let owned: Vec<String> = vi
+                    .words(text)
+                    .into_iter()
+                    .filter_map(|w| stripped(&w).map(String::from))
+                    .collect();
+                let words: Vec<&str> = owned.iter().map(|w| w.as_str()).collect();
                 f(&words)
             }
             Segmenter::Indic => {
@@ -220,6 +233,22 @@ fn thai() -> Result<&'static Thai, &'static str> {
     THAI.get_or_init(|| Thai::open(&dictionary_dir(THAI_WORDS)))
         .as_ref()
         .map_err(String::as_str)
+}
+
+/// pyvi's CRF weights and word list, in the models folder.
+const VIETNAMESE_CRF: &str = "pyvi-crf.txt";
+const VIETNAMESE_WORDS: &str = "pyvi-words.txt";
+
+fn vietnamese() -> Result<&'static Vietnamese, &'static str> {
+    static VI: OnceLock<Result<Vietnamese, String>> = OnceLock::new();
+    VI.get_or_init(|| {
+        Vietnamese::open(
+            &dictionary_dir(VIETNAMESE_CRF),
+            &dictionary_dir(VIETNAMESE_WORDS),
+        )
+    })
+    .as_ref()
+    .map_err(String::as_str)
 }
 
 /// Where a dictionary is looked for: `name/` in the models folder.
@@ -552,6 +581,48 @@ mod tests {
                 "ราคา",
                 "1,234.5",
                 "บาท"
+            ]
+        );
+    }
+
+    /// datatrove's Vietnamese words (spaCy's tokenizer with pyvi 0.1.1).
+    #[test]
+    fn vietnamese_like_pyvi() {
+        if let Err(e) = Segmenter::Vietnamese.ready() {
+            assert!(std::env::var_os("CI").is_none(), "{e}");
+            eprintln!("skipped: {e}");
+            return;
+        }
+        assert_eq!(
+            Segmenter::Vietnamese.words_ok(
+                "Thư viện thành phố sẽ mở cửa đến tám giờ tối vào các ngày trong tuần.\n\
+                 Việt Nam là một quốc gia, có 100 triệu dân."
+            ),
+            [
+                "Thư viện",
+                "thành phố",
+                "sẽ",
+                "mở cửa",
+                "đến",
+                "tám",
+                "giờ",
+                "tối",
+                "vào",
+                "các",
+                "ngày",
+                "trong",
+                "tuần",
+                ".",
+                "Việt Nam",
+                "là",
+                "một",
+                "quốc gia",
+                ",",
+                "có",
+                "100",
+                "triệu",
+                "dân",
+                "."
             ]
         );
     }
