@@ -312,8 +312,67 @@ fn mecab_words<'a>(name: &'static str, text: &'a str) -> Result<Vec<&'a str>, &'
     out.retain(|w| stripped(w).is_some());
     if name == JAPANESE_DICTIONARY {
         out = like_sudachi(text, out);
+    } else {
+        out = kiwi_symbols_and_numbers(text, out);
     }
     Ok(out)
+}
+
+/// Where Kiwi cuts symbols and numbers otherwise than mecab-ko-dic: a run of ASCII
+/// symbols is a word per symbol (`{}` → `{ }`) but periods written together are one
+/// (`...`), and digits joined by periods are one number, with a final period when
+/// there is one inside (`1.5`, `12.3.`).
+fn kiwi_symbols_and_numbers<'a>(text: &'a str, words: Vec<&'a str>) -> Vec<&'a str> {
+    let at = |w: &str| w.as_ptr() as usize - text.as_ptr() as usize;
+    let mut cut: Vec<&'a str> = Vec::with_capacity(words.len() + words.len() / 8);
+    for w in words {
+        if w.len() > 1 && w.bytes().all(|b| b.is_ascii_punctuation()) {
+            for i in 0..w.len() {
+                cut.push(&w[i..i + 1]);
+            }
+        } else {
+            cut.push(w);
+        }
+    }
+    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+    let touch = |a: &str, b: &str| at(a) + a.len() == at(b);
+    let mut out: Vec<&'a str> = Vec::with_capacity(cut.len());
+    let mut i = 0;
+    while i < cut.len() {
+        // `d . d (. d)* .?`, written together.
+        if digits(cut[i]) {
+            let mut j = i;
+            while j + 2 < cut.len()
+                && cut[j + 1] == "."
+                && digits(cut[j + 2])
+                && touch(cut[j], cut[j + 1])
+                && touch(cut[j + 1], cut[j + 2])
+            {
+                j += 2;
+            }
+            if j > i {
+                if j + 1 < cut.len() && cut[j + 1] == "." && touch(cut[j], cut[j + 1]) {
+                    j += 1;
+                }
+                out.push(&text[at(cut[i])..at(cut[j]) + cut[j].len()]);
+                i = j + 1;
+                continue;
+            }
+        }
+        // Periods written together.
+        if cut[i] == "." {
+            let mut j = i;
+            while j + 1 < cut.len() && cut[j + 1] == "." && touch(cut[j], cut[j + 1]) {
+                j += 1;
+            }
+            out.push(&text[at(cut[i])..at(cut[j]) + 1]);
+            i = j + 1;
+            continue;
+        }
+        out.push(cut[i]);
+        i += 1;
+    }
+    out
 }
 
 /// Kiwi's words for one mecab-ko-dic word. Kiwi splits a contracted form into its
