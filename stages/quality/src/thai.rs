@@ -249,7 +249,12 @@ impl Thai {
         let mut valid = vec![false; n + 1];
         let (mut byte, mut pos) = (0, 0);
         while byte < text.len() {
-            let len = match self.cluster(&text[byte..]) {
+            // Every rule starts with a Thai character.
+            let thai = text[byte..]
+                .chars()
+                .next()
+                .is_some_and(|c| ('\u{0E00}'..='\u{0E7F}').contains(&c));
+            let len = match if thai { self.cluster(&text[byte..]) } else { 0 } {
                 0 => text[byte..].chars().next().map_or(1, char::len_utf8),
                 l => l,
             };
@@ -270,7 +275,8 @@ impl Thai {
             .chain(std::iter::once(text.len()))
             .collect();
         let valid = self.boundaries(text, n);
-        let mut graph: HashMap<usize, Vec<usize>> = HashMap::new();
+        // The graph's edges in the order they were found (newmm's dict of lists).
+        let mut graph: Vec<(usize, usize)> = Vec::new();
         let mut graph_size = 0;
         let mut heap: BinaryHeap<Reverse<usize>> = BinaryHeap::from([Reverse(0)]);
         let mut queued: Vec<bool> = vec![false; n + 1];
@@ -288,7 +294,7 @@ impl Thai {
             for &len in &found {
                 let end = begin + len;
                 if valid[end] {
-                    graph.entry(begin).or_default().push(end);
+                    graph.push((begin, end));
                     graph_size += 1;
                     if !queued[end] {
                         queued[end] = true;
@@ -380,21 +386,32 @@ impl Thai {
     }
 }
 
-/// newmm's breadth-first search: the first path from `start` to `goal`, fewest words.
-fn bfs(graph: &HashMap<usize, Vec<usize>>, start: usize, goal: usize) -> Vec<usize> {
-    let mut seen = std::collections::HashSet::from([start]);
-    let mut queue = VecDeque::from([(start, vec![start])]);
-    while let Some((vertex, path)) = queue.pop_front() {
-        for &pos in graph.get(&vertex).map_or(&[][..], Vec::as_slice) {
+/// newmm's breadth-first search: the first path from `start` to `goal`, fewest words
+/// (`graph` holds at most about 50 edges: linear scans).
+fn bfs(graph: &[(usize, usize)], start: usize, goal: usize) -> Vec<usize> {
+    let mut parent: Vec<(usize, usize)> = Vec::new();
+    let mut seen: Vec<usize> = vec![start];
+    let mut queue = VecDeque::from([start]);
+    let path_to = |parent: &[(usize, usize)], mut v: usize| {
+        let mut path = vec![v];
+        while v != start {
+            v = parent.iter().find(|p| p.0 == v).map_or(start, |p| p.1);
+            path.push(v);
+        }
+        path.reverse();
+        path
+    };
+    while let Some(vertex) = queue.pop_front() {
+        for &(_, pos) in graph.iter().filter(|e| e.0 == vertex) {
             if pos == goal {
-                let mut p = path.clone();
-                p.push(pos);
-                return p;
+                let mut path = path_to(&parent, vertex);
+                path.push(goal);
+                return path;
             }
-            if seen.insert(pos) {
-                let mut p = path.clone();
-                p.push(pos);
-                queue.push_back((pos, p));
+            if !seen.contains(&pos) {
+                seen.push(pos);
+                parent.push((pos, vertex));
+                queue.push_back(pos);
             }
         }
     }
