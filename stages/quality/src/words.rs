@@ -12,7 +12,7 @@
 //! (a CJK document of 50 characters has 50 "words").
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use pipeline::text::unspaced;
 
@@ -52,16 +52,20 @@ impl Profile {
     /// The profile of spaCy's tokenizer for `code` (`de`), `None` for a code it lacks.
     /// Each language's is read from the table the first time it is asked for.
     pub fn of(code: &str) -> Option<&'static Profile> {
-        static PROFILES: Mutex<Option<HashMap<String, Option<&'static Profile>>>> =
-            Mutex::new(None);
-        let mut guard = PROFILES.lock().unwrap_or_else(|e| e.into_inner());
-        let map = guard.get_or_insert_with(HashMap::new);
-        if let Some(p) = map.get(code) {
-            return *p;
-        }
-        let p = Profile::parse(code).map(|p| &*Box::leak(Box::new(p)));
-        map.insert(code.to_string(), p);
-        p
+        // One cell per code in the table (its `!flags` rows), filled on first use: no
+        // lock on the way of every document.
+        static CELLS: OnceLock<HashMap<&'static str, OnceLock<Profile>>> = OnceLock::new();
+        let cells = CELLS.get_or_init(|| {
+            pipeline::languages::SPACY_RULES
+                .lines()
+                .filter_map(|l| {
+                    l.split_once("\t!flags\t")
+                        .map(|(c, _)| (c, OnceLock::new()))
+                })
+                .collect()
+        });
+        let cell = cells.get(code)?;
+        Some(cell.get_or_init(|| Profile::parse(code).unwrap_or_default()))
     }
 
     /// `code`'s rows of `pipeline/data/spacy-rules.tsv`, and the shared ones.
